@@ -1,0 +1,257 @@
+//! The error taxonomy (seed 000 §11) and the one table of stable error codes.
+//!
+//! Every error the plane can report carries a code `namespace.snake_case` from [`CODES`]. A code
+//! belongs to exactly one [`ErrorClass`], and the class — not the message text — decides what
+//! happens next: a recoverable error goes back to the model as a tool result, a policy denial is
+//! handled as the policy says, a provider-contract violation fails the invocation, and a system
+//! failure fails the run. `docs/errors.md` mirrors this table; a test keeps them in step.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// What an error means for the run (seed 000 §11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// A tool result the model can read and act on; the run goes on.
+    Recoverable,
+    /// The call was refused by policy; the policy decides whether it is a result or fails the run.
+    PolicyDenied,
+    /// The model (or its provider) broke the turn's contract: unknown alias, missing call id, …
+    /// Fails the invocation; host-driven callers see `FAILED_PRECONDITION`.
+    ProviderContract,
+    /// The plane itself failed (storage, identity mismatch, serialisation); the run fails.
+    System,
+    /// Bad configuration or request input from an operator or host (a malformed profile, a
+    /// forged tool id); refused before anything runs.
+    InvalidInput,
+}
+
+impl ErrorClass {
+    /// Stable lowercase name, as used on the wire and in the docs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::Recoverable => "recoverable",
+            ErrorClass::PolicyDenied => "policy_denied",
+            ErrorClass::ProviderContract => "provider_contract",
+            ErrorClass::System => "system",
+            ErrorClass::InvalidInput => "invalid_input",
+        }
+    }
+}
+
+/// A stable error code with its class. Construct only through the constants in this module so that
+/// every code in use appears in [`CODES`].
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ErrorCode {
+    code: &'static str,
+    class: ErrorClass,
+}
+
+impl ErrorCode {
+    const fn new(code: &'static str, class: ErrorClass) -> Self {
+        ErrorCode { code, class }
+    }
+
+    /// The code string, e.g. `workspace.stale_file`.
+    pub fn as_str(self) -> &'static str {
+        self.code
+    }
+
+    /// What the error means for the run.
+    pub fn class(self) -> ErrorClass {
+        self.class
+    }
+
+    /// Looks a code up by its string; `None` for codes not in the table.
+    pub fn lookup(code: &str) -> Option<ErrorCode> {
+        CODES
+            .iter()
+            .find(|info| info.code.code == code)
+            .map(|info| info.code)
+    }
+}
+
+impl fmt::Debug for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code)
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code)
+    }
+}
+
+impl Serialize for ErrorCode {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.code)
+    }
+}
+
+impl<'de> Deserialize<'de> for ErrorCode {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(deserializer)?;
+        ErrorCode::lookup(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown error code `{s}`")))
+    }
+}
+
+/// One row of the code table.
+#[derive(Debug, Clone, Copy)]
+pub struct CodeInfo {
+    pub code: ErrorCode,
+    /// One line for people: when the code is used.
+    pub meaning: &'static str,
+}
+
+macro_rules! codes {
+    ($( $(#[$doc:meta])* $name:ident = ($code:literal, $class:ident, $meaning:literal); )*) => {
+        $( $(#[$doc])* pub const $name: ErrorCode = ErrorCode::new($code, ErrorClass::$class); )*
+        /// Every stable error code, in documentation order.
+        pub const CODES: &[CodeInfo] = &[
+            $( CodeInfo { code: $name, meaning: $meaning }, )*
+        ];
+    };
+}
+
+codes! {
+    // Tool identity and descriptors.
+    TOOL_INVALID_ID = ("tool.invalid_id", InvalidInput,
+        "a tool id is not `<provider>:<native>` with a known provider and a valid native name");
+    TOOL_RESERVED_PROVIDER = ("tool.reserved_provider", InvalidInput,
+        "a registration claims a provider reserved for the plane (`builtin`, `mcp/…`, `agent/…`)");
+    TOOL_DUPLICATE_ID = ("tool.duplicate_id", InvalidInput,
+        "two sources contribute the same tool id; the error names both sources");
+    TOOL_INVALID_SCHEMA = ("tool.invalid_schema", InvalidInput,
+        "a descriptor's input schema is not a JSON object schema (`type` must be `object`)");
+    TOOL_INVALID_DESCRIPTOR = ("tool.invalid_descriptor", InvalidInput,
+        "a descriptor field is empty or over its limit");
+    TOOL_INVALID_ARGUMENTS = ("tool.invalid_arguments", Recoverable,
+        "the model's arguments are not valid JSON, not an object, or over the size limit");
+    TOOL_RESULT_IDENTITY_MISMATCH = ("tool.result_identity_mismatch", System,
+        "an executor answered with a call id or tool id other than the call's own");
+    TOOL_EXECUTOR_UNAVAILABLE = ("tool.executor_unavailable", System,
+        "the executor of a binding could not be reached");
+    TOOL_TIMEOUT = ("tool.timeout", Recoverable,
+        "the executor did not answer before the call's deadline");
+    TOOL_CANCELLED = ("tool.cancelled", Recoverable,
+        "the call was cancelled before it completed");
+
+    // Profiles and policy.
+    PROFILE_INVALID = ("profile.invalid", InvalidInput,
+        "a profile is not valid JSON, has an unknown field, or misses a required one");
+    PROFILE_INVALID_LIMIT = ("profile.invalid_limit", InvalidInput,
+        "a profile limit is zero or over its maximum");
+    PROFILE_INVALID_SELECTOR = ("profile.invalid_selector", InvalidInput,
+        "a tool selector in a profile or policy cannot be parsed");
+    PROFILE_RUNTIME_ONLY_TOOL = ("profile.runtime_only_tool", InvalidInput,
+        "a profile allows a tool the runtime injects itself (`builtin:task.return`)");
+    POLICY_DENIED = ("policy.denied", PolicyDenied,
+        "the call was refused by governance or a policy layer; the result names the reason");
+
+    // The snapshot and the turn contract (seed 000 §6, §8).
+    SNAPSHOT_TOOL_OMITTED = ("snapshot.tool_omitted", Recoverable,
+        "diagnostic: an allowed tool was left out of a snapshot (paused server, permission off, not cached, …)");
+    MODEL_UNKNOWN_TOOL_ALIAS = ("model.unknown_tool_alias", ProviderContract,
+        "the model called a name this turn did not advertise (also another invocation's alias)");
+    MODEL_CANONICAL_TOOL_NAME = ("model.canonical_tool_name", ProviderContract,
+        "the model called a tool by its canonical id or native name instead of its alias");
+    MODEL_MISSING_CALL_ID = ("model.missing_call_id", ProviderContract,
+        "a tool call came without a call id (Gemini calls get synthesised ids instead)");
+    MODEL_DUPLICATE_CALL_ID = ("model.duplicate_call_id", ProviderContract,
+        "two tool calls of one turn share a call id");
+    MODEL_TOOL_CHOICE_VIOLATED = ("model.tool_choice_violated", ProviderContract,
+        "the calls break the turn's tool choice (a call under `none`, another tool under `specific`)");
+    MODEL_TOOL_CALL_REQUIRED = ("model.tool_call_required", ProviderContract,
+        "the turn required a tool call and the model made none");
+    MODEL_MALFORMED_RESPONSE = ("model.malformed_response", ProviderContract,
+        "provider-native tool calls could not be parsed in the declared provider format");
+
+    // The request gate and the loop (seed 000 §7.0).
+    AGENT_TOOL_BUDGET_EXHAUSTED = ("agent.tool_budget_exhausted", Recoverable,
+        "the invocation's total or this tool's call budget is used up");
+    AGENT_TOOL_AFTER_FINISH = ("agent.tool_after_finish", Recoverable,
+        "a terminal tool (finish, handoff, task.return) was not the last call of its turn, or a call followed one");
+    AGENT_MAX_TOOL_ROUNDS_EXCEEDED = ("agent.max_tool_rounds_exceeded", System,
+        "the invocation used all its model rounds without finishing");
+    AGENT_CYCLE_DETECTED = ("agent.cycle_detected", Recoverable,
+        "the same tool was called in a streak long enough to look like a loop (warning, then stop)");
+}
+
+/// The error type of the core: a stable code and a human-readable message.
+///
+/// `Display` renders `"<code>: <message>"` so that logs and statuses always start with the code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct CoreError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl CoreError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        CoreError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn class(&self) -> ErrorClass {
+        self.code.class()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_and_namespaced_snake_case() {
+        let mut seen = HashSet::new();
+        for info in CODES {
+            let code = info.code.as_str();
+            assert!(seen.insert(code), "duplicate code {code}");
+            let (ns, name) = code.split_once('.').expect("namespace.name");
+            for part in [ns, name] {
+                assert!(!part.is_empty(), "{code}");
+                assert!(
+                    part.chars()
+                        .all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit()),
+                    "{code} is not snake_case"
+                );
+            }
+            assert!(!info.meaning.is_empty(), "{code} has no meaning");
+        }
+    }
+
+    #[test]
+    fn display_starts_with_code() {
+        let err = CoreError::new(TOOL_INVALID_ID, "bad");
+        assert_eq!(err.to_string(), "tool.invalid_id: bad");
+        assert_eq!(ErrorCode::lookup("tool.invalid_id"), Some(TOOL_INVALID_ID));
+        assert_eq!(ErrorCode::lookup("nope.nope"), None);
+    }
+
+    /// `docs/errors.md` lists every code of the table with its class, so the one table of codes
+    /// people read cannot drift from the code.
+    #[test]
+    fn docs_errors_md_lists_every_code() {
+        let doc = include_str!("../../../docs/errors.md");
+        for info in CODES {
+            let row = format!(
+                "| `{}` | {} |",
+                info.code.as_str(),
+                info.code.class().as_str()
+            );
+            assert!(
+                doc.contains(&row),
+                "docs/errors.md misses the row starting `{row}`"
+            );
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! Tool selectors: how profiles and policy layers name tools (FEATURES C7).
+//!
+//! - `*` — every tool (seed 004's "all");
+//! - an exact id, `builtin:workspace.read_file`, `ext/crm:lookup`, `mcp/<uuid>:search`;
+//! - a provider prefix ending in `*`, `builtin:workspace.*`, `ext/crm:*`;
+//! - an MCP tool by server display name, `mcp:<server name>/<tool>`, `mcp:<server name>/<prefix>*`
+//!   or `mcp:<server name>/*` — so a profile can name MCP tools before their registration's UUID
+//!   is known.
+//!
+//! A selector matches catalog entries; expanding a selector follows catalog order.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::CatalogEntry;
+use crate::error::{CoreError, PROFILE_INVALID_SELECTOR};
+use crate::id::{Provider, ToolId};
+
+/// Longest selector accepted, in bytes.
+pub const MAX_SELECTOR_LEN: usize = 300;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ToolSelector {
+    All,
+    Exact(ToolId),
+    /// Tools of one provider whose native name starts with `prefix` (empty prefix: all of them).
+    Prefix {
+        provider: Provider,
+        prefix: String,
+    },
+    /// MCP tools of the server with this display name; `tool` is an exact name or a prefix.
+    McpServer {
+        server: String,
+        tool: NamePattern,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum NamePattern {
+    Exact(String),
+    Prefix(String),
+}
+
+impl NamePattern {
+    fn parse(s: &str) -> NamePattern {
+        match s.strip_suffix('*') {
+            Some(prefix) => NamePattern::Prefix(prefix.to_owned()),
+            None => NamePattern::Exact(s.to_owned()),
+        }
+    }
+
+    fn matches(&self, name: &str) -> bool {
+        match self {
+            NamePattern::Exact(n) => n == name,
+            NamePattern::Prefix(p) => name.starts_with(p.as_str()),
+        }
+    }
+}
+
+impl ToolSelector {
+    pub fn parse(s: &str) -> Result<ToolSelector, CoreError> {
+        let err = |why: &str| {
+            let shown: String = s.chars().take(120).collect();
+            CoreError::new(PROFILE_INVALID_SELECTOR, format!("`{shown}`: {why}"))
+        };
+        if s.len() > MAX_SELECTOR_LEN {
+            return Err(err("selector longer than 300 bytes"));
+        }
+        if s == "*" {
+            return Ok(ToolSelector::All);
+        }
+        if let Some(rest) = s.strip_prefix("mcp:") {
+            let Some((server, tool)) = rest.split_once('/') else {
+                return Err(err(
+                    "expected `mcp:<server name>/<tool>` or `mcp:<server name>/*`",
+                ));
+            };
+            if server.is_empty() || tool.is_empty() {
+                return Err(err("server name and tool must not be empty"));
+            }
+            if tool[..tool.len() - 1].contains('*') {
+                return Err(err("`*` may only end a selector"));
+            }
+            return Ok(ToolSelector::McpServer {
+                server: server.to_owned(),
+                tool: NamePattern::parse(tool),
+            });
+        }
+        if let Some(head) = s.strip_suffix('*') {
+            if head.contains('*') {
+                return Err(err("`*` may only end a selector"));
+            }
+            let Some((provider, prefix)) = head.split_once(':') else {
+                return Err(err("expected `<provider>:<prefix>*`"));
+            };
+            let provider = Provider::parse(provider).map_err(|e| err(&e.message))?;
+            return Ok(ToolSelector::Prefix {
+                provider,
+                prefix: prefix.to_owned(),
+            });
+        }
+        if s.contains('*') {
+            return Err(err("`*` may only end a selector"));
+        }
+        ToolId::parse(s)
+            .map(ToolSelector::Exact)
+            .map_err(|e| err(&e.message))
+    }
+
+    /// Whether this selector names exactly one tool (usable as an override key).
+    pub fn is_single_tool(&self) -> bool {
+        matches!(
+            self,
+            ToolSelector::Exact(_)
+                | ToolSelector::McpServer {
+                    tool: NamePattern::Exact(_),
+                    ..
+                }
+        )
+    }
+
+    pub fn matches(&self, entry: &CatalogEntry) -> bool {
+        let id = entry.id();
+        match self {
+            ToolSelector::All => true,
+            ToolSelector::Exact(want) => want == id,
+            ToolSelector::Prefix { provider, prefix } => {
+                id.provider() == provider && id.native().starts_with(prefix.as_str())
+            }
+            ToolSelector::McpServer { server, tool } => {
+                entry.origin().server_name() == Some(server.as_str()) && tool.matches(id.native())
+            }
+        }
+    }
+}
+
+impl fmt::Display for ToolSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ToolSelector::All => f.write_str("*"),
+            ToolSelector::Exact(id) => write!(f, "{id}"),
+            ToolSelector::Prefix { provider, prefix } => write!(f, "{provider}:{prefix}*"),
+            ToolSelector::McpServer {
+                server,
+                tool: NamePattern::Exact(t),
+            } => write!(f, "mcp:{server}/{t}"),
+            ToolSelector::McpServer {
+                server,
+                tool: NamePattern::Prefix(p),
+            } => write!(f, "mcp:{server}/{p}*"),
+        }
+    }
+}
+
+impl Serialize for ToolSelector {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ToolSelector {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(deserializer)?;
+        ToolSelector::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The first selector of a list that matches an entry.
+pub fn first_match<'a>(
+    selectors: &'a [ToolSelector],
+    entry: &CatalogEntry,
+) -> Option<&'a ToolSelector> {
+    selectors.iter().find(|s| s.matches(entry))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::catalog::{McpPermission, ToolOrigin};
+    use crate::descriptor::ToolDescriptor;
+
+    const UUID: &str = "0b6f3a52-6c1e-4f7a-9a7e-2f1d8c4b5e60";
+
+    fn mcp_entry(server: &str, native: &str) -> CatalogEntry {
+        let id = ToolId::parse(&format!("mcp/{UUID}:{native}")).unwrap();
+        let d = ToolDescriptor::new(id, "d", json!({"type": "object"})).unwrap();
+        CatalogEntry::usable(
+            ToolOrigin::Mcp {
+                registration_id: UUID.into(),
+                server_name: server.into(),
+                permission: McpPermission::Allow,
+            },
+            d,
+        )
+        .unwrap()
+    }
+
+    fn builtin(native: &str) -> CatalogEntry {
+        let d = ToolDescriptor::new(
+            ToolId::builtin(native).unwrap(),
+            "d",
+            json!({"type": "object"}),
+        )
+        .unwrap();
+        CatalogEntry::usable(ToolOrigin::Builtin, d).unwrap()
+    }
+
+    #[test]
+    fn parse_and_match() {
+        let read = builtin("workspace.read_file");
+        let dice = builtin("dice.roll");
+        let gh = mcp_entry("github", "create_issue");
+        let cases = [
+            ("*", [true, true, true]),
+            ("builtin:workspace.*", [true, false, false]),
+            ("builtin:*", [true, true, false]),
+            ("builtin:dice.roll", [false, true, false]),
+            ("mcp:github/*", [false, false, true]),
+            ("mcp:github/create_*", [false, false, true]),
+            ("mcp:github/create_issue", [false, false, true]),
+            ("mcp:gitlab/*", [false, false, false]),
+        ];
+        for (s, expect) in cases {
+            let sel = ToolSelector::parse(s).unwrap();
+            assert_eq!(sel.to_string(), s);
+            let got = [sel.matches(&read), sel.matches(&dice), sel.matches(&gh)];
+            assert_eq!(got, expect, "{s}");
+        }
+        let exact = ToolSelector::parse(&format!("mcp/{UUID}:create_issue")).unwrap();
+        assert!(exact.matches(&gh) && exact.is_single_tool());
+    }
+
+    #[test]
+    fn malformed_selectors_are_refused() {
+        for bad in [
+            "",
+            "**",
+            "a*b",
+            "builtin:*x*",
+            "mcp:",
+            "mcp:github",
+            "mcp:/x",
+            "mcp:g/",
+            "nope:*",
+            "workspace.read_file",
+            "mcp:g/a*b",
+        ] {
+            let err = ToolSelector::parse(bad).unwrap_err();
+            assert_eq!(err.code, PROFILE_INVALID_SELECTOR, "{bad:?}");
+        }
+    }
+}
