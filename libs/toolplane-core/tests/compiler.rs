@@ -1,6 +1,8 @@
 //! Table tests of the snapshot compiler (FEATURES S1, S2, S6): deny over allow, allow and selector
 //! order, return-mode child rules, handoff, omitted tools with their reasons.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test fixtures fail loudly
+
 mod common;
 
 use common::*;

@@ -1,0 +1,30 @@
+//! toolplane-store: the storage every toolplane service keeps its state through.
+//!
+//! One trait, [`Store`], with create-only puts, compare-and-swap puts, ordered paged listing and
+//! namespaced views; two backends, [`FsStore`] (local filesystem, atomic and durable) and
+//! [`MemoryStore`]; one [`conformance`] suite that every backend, present and future, passes; and
+//! [`testing`] tools (a simulated crash filesystem and a recorder) that prove the filesystem
+//! backend's fsync ordering.
+//!
+//! This crate must never know which service stores what: services pick their own namespace and
+//! keys. Errors are one enum, [`StoreError`], whose messages start with a stable `store.*` code.
+
+pub mod conformance;
+mod error;
+pub mod fs;
+mod key;
+mod memory;
+mod namespace;
+mod object;
+mod store;
+pub mod testing;
+
+pub use error::StoreError;
+pub use fs::FsStore;
+pub use key::{Key, MAX_KEY_BYTES, MAX_SEGMENT_BYTES, RESERVED_SEGMENT_PREFIX};
+pub use memory::MemoryStore;
+pub use namespace::Namespaced;
+pub use object::{Object, Precondition, Version};
+pub use store::{
+    DEFAULT_MAX_OBJECT_BYTES, ListPage, MAX_LIST_LIMIT, Store, StoreExt, StoreOptions,
+};
