@@ -150,7 +150,7 @@ fn specs() -> Vec<Spec> {
         Spec {
             name: WORKSPACE_LIST_FILES,
             title: "List workspace files",
-            description: "List the files you can see in this run's workspace (output/, scratch/, plan/, summaries/, persist/, tool-results/). Pass a path prefix to list one folder.",
+            description: "List the files you can see in this run's workspace. Pass a folder such as \"output/\" to list only that folder. Tool results too long to show in full are kept under tool-results/.",
             schema: json!({"type": "object", "properties": {
                 "path": {"type": "string", "description": "Folder or path prefix to list, e.g. \"output/\". Omit to list everything visible."}
             }, "additionalProperties": false}),
@@ -159,7 +159,7 @@ fn specs() -> Vec<Spec> {
         Spec {
             name: WORKSPACE_SEARCH_FILES,
             title: "Search workspace files",
-            description: "Search the text files of your workspace for a query. Returns matching files with line ranges, snippets and refs like workspace:output/notes.md#L3-L5. No hits is a normal answer.",
+            description: "Search the text files of your workspace for words or a literal fragment. Returns matching files with line ranges, snippets and refs like workspace:output/notes.md#L3-L5; open a hit with workspace_read_file. Finding nothing is a normal answer, not an error.",
             schema: json!({"type": "object", "properties": {
                 "query": {"type": "string", "description": "Words or a literal fragment to look for."},
                 "path": {"type": "string", "description": "Only search under this folder or file."},
@@ -171,7 +171,7 @@ fn specs() -> Vec<Spec> {
         Spec {
             name: WORKSPACE_READ_FILE,
             title: "Read a workspace file",
-            description: "Read a UTF-8 text file from your workspace, whole or as a 1-based line window. Read a file before you rewrite or patch it; a long file comes back as a preview that tells you the next start_line.",
+            description: "Read a UTF-8 text file from your workspace, whole or as a 1-based line window. Read a file before you rewrite or patch it. A long file comes back as a preview that tells you the start_line to continue from.",
             schema: json!({"type": "object", "properties": with_lines(json!({
                 "path": {"type": "string", "description": "Workspace path, e.g. \"output/main.md\"."}
             })), "required": ["path"], "additionalProperties": false}),
@@ -180,7 +180,7 @@ fn specs() -> Vec<Spec> {
         Spec {
             name: WORKSPACE_WRITE_FILE,
             title: "Write a workspace file",
-            description: "Create or replace a text file in a writable workspace folder, or append to it with mode \"append\" (nothing is added between the old and new text: start content with a newline if you want one). To replace an existing file, read it first in this run.",
+            description: "Create or replace a text file in a writable workspace folder, or add to its end with mode \"append\" (nothing is inserted between the old and new text: start content with a newline if you want one). Read an existing file before you replace it; if it changed since you read it, read it again and retry.",
             schema: json!({"type": "object", "properties": {
                 "path": {"type": "string", "description": "Workspace path to write, e.g. \"output/main.md\"."},
                 "content": {"type": "string", "description": "The full new text (replace) or the text to add at the end (append)."},
@@ -191,7 +191,7 @@ fn specs() -> Vec<Spec> {
         Spec {
             name: WORKSPACE_APPLY_PATCH,
             title: "Patch a workspace file",
-            description: "Replace an exact piece of text in one workspace file. old_string must be text you have read in this run and must occur exactly once, unless replace_all is true (which needs a full read of the file first).",
+            description: "Replace an exact piece of text in one workspace file. Copy old_string from what you read in this run, with enough surrounding text that it occurs exactly once; replace_all changes every occurrence and needs a full read of the file first. If a patch fails after you read only part of the file, read the whole file before you patch it again.",
             schema: json!({"type": "object", "properties": {
                 "path": {"type": "string", "description": "Workspace path of the file to change."},
                 "old_string": {"type": "string", "description": "The exact text to replace, copied from what you read."},
@@ -203,7 +203,7 @@ fn specs() -> Vec<Spec> {
         Spec {
             name: WORKSPACE_COMMIT,
             title: "Commit to the chat",
-            description: "Publish a workspace file as this run's chat message. Without arguments commits output/main.md, replacing the message; mode \"append\" adds to it. You may commit again after more edits; when everything is done, call workspace_finish.",
+            description: "Publish a workspace file as your answer in the chat. Without arguments it publishes output/main.md and replaces the message; mode \"append\" adds to the message instead. You can commit again after more edits. When everything is done, call workspace_finish.",
             schema: json!({"type": "object", "properties": {
                 "path": {"type": "string", "description": "File to publish (default \"output/main.md\")."},
                 "mode": {"type": "string", "enum": ["replace", "append"], "description": "replace (default) or append."}
@@ -213,7 +213,7 @@ fn specs() -> Vec<Spec> {
         Spec {
             name: WORKSPACE_FINISH,
             title: "Finish the run",
-            description: "Say that your work in this run is complete. In a foreground run you must have committed at least once first. Call it as the last tool call of your turn.",
+            description: "End your work in this run. Commit your answer with workspace_commit first: finishing without a commit is refused when someone is waiting for the answer. Make this the last tool call of your turn, and call it rather than ending with a plain-text reply.",
             schema: json!({"type": "object", "properties": {
                 "summary": {"type": "string", "description": "One or two sentences on what you did (optional)."}
             }, "additionalProperties": false}),
@@ -222,7 +222,7 @@ fn specs() -> Vec<Spec> {
         Spec {
             name: CHAT_SEARCH,
             title: "Search this chat",
-            description: "Search the messages of the chat this run belongs to. Returns message indexes, roles, scores, snippets and refs like chat:current#12. No hits is a normal answer.",
+            description: "Search the messages of the chat this run belongs to. Returns message indexes, roles, scores, snippets and refs like chat:current#12; read a whole message with chat_read_messages. Finding nothing is a normal answer, not an error.",
             schema: json!({"type": "object", "properties": {
                 "query": {"type": "string", "description": "Words or a literal fragment to look for."},
                 "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Most results (default 10)."},
@@ -236,7 +236,7 @@ fn specs() -> Vec<Spec> {
         Spec {
             name: CHAT_READ_MESSAGES,
             title: "Read chat messages",
-            description: "Read up to 20 messages of this chat by 0-based index, whole or as line windows. Long messages come back as previews that tell you the next start_line.",
+            description: "Read up to 20 messages of this chat by 0-based index, whole or as 1-based line windows. A long message comes back as a preview that tells you the start_line to continue from.",
             schema: json!({"type": "object", "properties": {
                 "messages": {"type": "array", "minItems": 1, "maxItems": 20, "items": {"type": "object", "properties": with_lines(json!({
                     "index": {"type": "integer", "minimum": 0, "description": "Message index, 0-based."}
@@ -247,7 +247,7 @@ fn specs() -> Vec<Spec> {
         Spec {
             name: WORLDINFO_READ_ACTIVATED,
             title: "Read activated world info",
-            description: "Read the world-info entries activated for this run. Without arguments you get an index of entries with refs; pass entries with those refs to read their text.",
+            description: "Read the world-info entries activated for this run. Call it without arguments for an index of the entries and their refs, then pass entries with those refs to read their text.",
             schema: json!({"type": "object", "properties": {
                 "entries": {"type": "array", "maxItems": 20, "items": {"type": "object", "properties": with_lines(json!({
                     "ref": {"type": "string", "description": "An entry ref from the index."}
@@ -267,14 +267,14 @@ fn specs() -> Vec<Spec> {
         Spec {
             name: SKILL_LIST,
             title: "List skills",
-            description: "List the skills installed for you, with their names and one-line summaries.",
+            description: "List the skills available to you, with their names and one-line summaries. Read a skill's instructions with skill_read.",
             schema: json!({"type": "object", "properties": {}, "additionalProperties": false}),
             read_only: true,
         },
         Spec {
             name: SKILL_SEARCH,
             title: "Search a skill",
-            description: "Search the text files of one skill for a query. Returns snippets and refs, not whole files; snippets count against your skill reading budget.",
+            description: "Search the text files of one skill for words or a literal fragment. Returns snippets and refs, not whole files; snippets count against your skill reading budget.",
             schema: json!({"type": "object", "properties": {
                 "name": {"type": "string", "description": "Skill name from skill_list."},
                 "query": {"type": "string", "description": "Words or a literal fragment to look for."},
@@ -287,7 +287,7 @@ fn specs() -> Vec<Spec> {
         Spec {
             name: SKILL_READ,
             title: "Read a skill file",
-            description: "Read a text file of a skill, SKILL.md by default, whole or as a 1-based line window. Skills are read-only: copy what you need into your workspace.",
+            description: "Read a text file of a skill, SKILL.md by default, whole or as a 1-based line window. Skills are read-only: to keep or change something, write it into your workspace.",
             schema: json!({"type": "object", "properties": with_lines(json!({
                 "name": {"type": "string", "description": "Skill name from skill_list."},
                 "path": {"type": "string", "description": "Path inside the skill (default \"SKILL.md\")."}
@@ -297,7 +297,7 @@ fn specs() -> Vec<Spec> {
         Spec {
             name: AGENT_LIST,
             title: "List agents",
-            description: "List the agents you may delegate work to or hand off to, with what each is for.",
+            description: "List the agents you can delegate tasks to or hand the run off to, with what each one is for. Use it to find the agentId for agent_delegate or agent_handoff.",
             schema: json!({"type": "object", "properties": {
                 "purpose": {"type": "string", "enum": ["any", "delegate", "handoff"], "description": "Which agents to list (default any)."},
                 "query": {"type": "string", "description": "Only agents whose name or description matches."},
@@ -308,7 +308,7 @@ fn specs() -> Vec<Spec> {
         Spec {
             name: AGENT_DELEGATE,
             title: "Delegate a task",
-            description: "Start another agent on a task in the background; you keep working. Write a self-contained brief: the goal, the workspace paths that matter, and the artifact you expect back. Its result reaches you when it finishes, or call agent_await.",
+            description: "Start another agent on a task in the background while you keep working. Write a self-contained brief: the goal, the workspace paths that matter, and the artifact you expect back. Its result reaches you when it finishes; call agent_await if you need to wait for it.",
             schema: json!({"type": "object", "properties": {
                 "agentId": {"type": "string", "description": "Agent id from agent_list."},
                 "task": {"type": "string", "description": "The task brief."}
@@ -318,7 +318,7 @@ fn specs() -> Vec<Spec> {
         Spec {
             name: AGENT_AWAIT,
             title: "Wait for delegated tasks",
-            description: "Wait for tasks you delegated and read their results. Omit taskIds to wait for all of your unfinished tasks.",
+            description: "Wait for tasks you delegated and read their results. Omit taskIds to wait for all of your unfinished tasks. Results of finished tasks also reach you on their own, so call this only when you need to wait.",
             schema: json!({"type": "object", "properties": {
                 "taskIds": {"type": "array", "items": {"type": "string"}, "maxItems": 64, "description": "Task ids returned by agent_delegate."}
             }, "additionalProperties": false}),
@@ -327,7 +327,7 @@ fn specs() -> Vec<Spec> {
         Spec {
             name: AGENT_HANDOFF,
             title: "Hand off the run",
-            description: "Hand the rest of this run to another agent. Give a brief with the objective, workspace refs, context, constraints and what counts as done. You stop after this call, so make it your last.",
+            description: "Hand the rest of this run to another agent. Give a brief with the objective, the workspace paths that matter, context, constraints and what counts as done. Wait for your delegated tasks to finish first. You stop after this call, so make it the last one of your turn.",
             schema: json!({"type": "object", "properties": {
                 "agentId": {"type": "string", "description": "Agent id from agent_list."},
                 "brief": {"type": "string", "description": "The handoff brief."}
@@ -337,7 +337,7 @@ fn specs() -> Vec<Spec> {
         Spec {
             name: TASK_RETURN,
             title: "Return your result",
-            description: "Return the result of the task you were given and end your work. Put the answer in summary; name the workspace files you produced. Make it your last call.",
+            description: "Return the result of the task you were given and end your work. Put the answer in summary and list the workspace files you produced in artifacts; if you could not do the task, say why and set status to \"failed\". Make this the last tool call of your turn.",
             schema: json!({"type": "object", "properties": {
                 "summary": {"type": "string", "description": "The result, in Markdown."},
                 "artifacts": {"type": "array", "items": {"type": "string"}, "maxItems": 50, "description": "Workspace paths you produced."},
@@ -365,6 +365,49 @@ mod tests {
         for d in &descriptors {
             assert!(executor_of(d.id().native()).is_some(), "{}", d.id());
             assert!(d.title().is_some());
+        }
+    }
+
+    /// Descriptions are product text for the calling model: short, and every other tool they
+    /// point the model to is named by the alias it will actually see (`workspace_read_file`),
+    /// never by a canonical id or a name that does not exist.
+    #[test]
+    fn descriptions_are_short_and_name_real_tools() {
+        let names: Vec<&str> = specs().iter().map(|s| s.name).collect();
+        for d in descriptors() {
+            let text = d.description();
+            assert!(text.len() <= 400, "{} is {} bytes", d.id(), text.len());
+            assert!(
+                !text.contains("builtin:"),
+                "{} names a canonical id",
+                d.id()
+            );
+            for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.')) {
+                let word = word.trim_end_matches('.');
+                for family in [
+                    "workspace",
+                    "chat",
+                    "skill",
+                    "agent",
+                    "task",
+                    "worldinfo",
+                    "dice",
+                ] {
+                    if let Some(rest) = word.strip_prefix(&format!("{family}_")) {
+                        let name = format!("{family}.{rest}");
+                        assert!(
+                            names.contains(&name.as_str()),
+                            "{} mentions `{word}`, which is no builtin's alias",
+                            d.id()
+                        );
+                    }
+                    assert!(
+                        !word.starts_with(&format!("{family}.")),
+                        "{} names `{word}` by its canonical name instead of its alias",
+                        d.id()
+                    );
+                }
+            }
         }
     }
 

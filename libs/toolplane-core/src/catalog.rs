@@ -6,12 +6,14 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::descriptor::ToolDescriptor;
 use crate::error::{CoreError, TOOL_DUPLICATE_ID, TOOL_INVALID_ID};
 use crate::id::{Provider, ToolId};
+use crate::selector::ToolSelector;
 
 /// The six tool sources of seed 004.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -240,8 +242,9 @@ impl OmitReason {
 pub struct CatalogEntry {
     id: ToolId,
     origin: ToolOrigin,
-    /// Absent only for tools whose source could not produce a valid descriptor.
-    descriptor: Option<ToolDescriptor>,
+    /// Absent only for tools whose source could not produce a valid descriptor. Shared, so that
+    /// compiling a snapshot does not copy schemas.
+    descriptor: Option<Arc<ToolDescriptor>>,
     unusable: Option<OmitReason>,
 }
 
@@ -253,7 +256,7 @@ impl CatalogEntry {
         Ok(CatalogEntry {
             id,
             origin,
-            descriptor: Some(descriptor),
+            descriptor: Some(Arc::new(descriptor)),
             unusable: None,
         })
     }
@@ -269,7 +272,7 @@ impl CatalogEntry {
         Ok(CatalogEntry {
             id,
             origin,
-            descriptor,
+            descriptor: descriptor.map(Arc::new),
             unusable: Some(reason),
         })
     }
@@ -284,7 +287,7 @@ impl CatalogEntry {
         self.origin.source()
     }
     pub fn descriptor(&self) -> Option<&ToolDescriptor> {
-        self.descriptor.as_ref()
+        self.descriptor.as_deref()
     }
     /// Why the tool is not usable, if it is not.
     pub fn unusable_reason(&self) -> Option<&OmitReason> {
@@ -292,6 +295,10 @@ impl CatalogEntry {
     }
     /// The descriptor, when the source can offer the tool now.
     pub fn usable_descriptor(&self) -> Option<&ToolDescriptor> {
+        self.usable_descriptor_arc().map(|d| &**d)
+    }
+    /// The shared descriptor, when the source can offer the tool now.
+    pub fn usable_descriptor_arc(&self) -> Option<&Arc<ToolDescriptor>> {
         if self.unusable.is_some() {
             None
         } else {
@@ -317,6 +324,10 @@ fn check_origin(origin: &ToolOrigin, id: &ToolId) -> Result<(), CoreError> {
 pub struct ToolCatalog {
     entries: Vec<CatalogEntry>,
     index: HashMap<ToolId, usize>,
+    /// Entry positions per provider and per MCP server name, so expanding a selector touches only
+    /// the tools it can match, not the whole catalog.
+    by_provider: HashMap<Provider, Vec<usize>>,
+    by_server: HashMap<String, Vec<usize>>,
 }
 
 impl ToolCatalog {
@@ -340,9 +351,55 @@ impl ToolCatalog {
                 ),
             ));
         }
-        self.index.insert(entry.id.clone(), self.entries.len());
+        let pos = self.entries.len();
+        self.index.insert(entry.id.clone(), pos);
+        self.by_provider
+            .entry(entry.id.provider().clone())
+            .or_default()
+            .push(pos);
+        if let Some(server) = entry.origin.server_name() {
+            self.by_server
+                .entry(server.to_owned())
+                .or_default()
+                .push(pos);
+        }
         self.entries.push(entry);
         Ok(())
+    }
+
+    /// The entries a selector matches, in catalog order.
+    pub fn select<'a>(
+        &'a self,
+        sel: &'a ToolSelector,
+    ) -> impl Iterator<Item = &'a CatalogEntry> + 'a {
+        self.select_positions(sel).map(|(_, e)| e)
+    }
+
+    /// Like [`ToolCatalog::select`], with each entry's position in the catalog.
+    pub fn select_positions<'a>(
+        &'a self,
+        sel: &'a ToolSelector,
+    ) -> Box<dyn Iterator<Item = (usize, &'a CatalogEntry)> + 'a> {
+        let positions: Option<&Vec<usize>> = match sel {
+            ToolSelector::All => return Box::new(self.entries.iter().enumerate()),
+            ToolSelector::Exact(id) => {
+                return Box::new(
+                    self.index
+                        .get(id)
+                        .map(|&i| (i, &self.entries[i]))
+                        .into_iter(),
+                );
+            }
+            ToolSelector::Prefix { provider, .. } => self.by_provider.get(provider),
+            ToolSelector::McpServer { server, .. } => self.by_server.get(server),
+        };
+        Box::new(
+            positions
+                .into_iter()
+                .flatten()
+                .map(|&i| (i, &self.entries[i]))
+                .filter(move |(_, e)| sel.matches(e)),
+        )
     }
 
     pub fn get(&self, id: &ToolId) -> Option<&CatalogEntry> {

@@ -133,8 +133,8 @@ codes! {
         "the model's arguments are not valid JSON, not an object, or over the size limit");
     TOOL_RESULT_IDENTITY_MISMATCH = ("tool.result_identity_mismatch", System,
         "an executor answered with a call id or tool id other than the call's own");
-    TOOL_EXECUTOR_UNAVAILABLE = ("tool.executor_unavailable", System,
-        "the executor of a binding could not be reached");
+    TOOL_EXECUTOR_UNAVAILABLE = ("tool.executor_unavailable", Recoverable,
+        "an external host or the mcp-proxy could not be reached; nothing was sent, or the outcome is unknown (never retried)");
     TOOL_TIMEOUT = ("tool.timeout", Recoverable,
         "the executor did not answer before the call's deadline");
     TOOL_CANCELLED = ("tool.cancelled", Recoverable,
@@ -179,6 +179,34 @@ codes! {
         "the invocation used all its model rounds without finishing");
     AGENT_CYCLE_DETECTED = ("agent.cycle_detected", Recoverable,
         "the same tool was called in a streak long enough to look like a loop (warning, then stop)");
+    AGENT_UNAVAILABLE = ("agent.unavailable", Recoverable,
+        "an agent-control tool cannot run in this invocation (no target, not allowed, or not offered)");
+    WORKSPACE_COMMIT_REQUIRED = ("workspace.commit_required", Recoverable,
+        "`workspace.finish` in a foreground run before any explicit `workspace.commit`");
+
+    // The runtime.
+    RUNTIME_NOT_FOUND = ("runtime.not_found", InvalidInput,
+        "no run, invocation or snapshot with that id");
+    RUNTIME_INVOCATION_NOT_OPEN = ("runtime.invocation_not_open", InvalidInput,
+        "tool calls for an invocation that is finished, handed off, returned, failed or closed");
+    RUNTIME_STALE_TURN = ("runtime.stale_turn", ProviderContract,
+        "tool calls sent for a turn that is not the invocation's current turn");
+    RUNTIME_STALE_EPOCH = ("runtime.stale_epoch", InvalidInput,
+        "a request carried an older lease epoch than the run's current one");
+    RUNTIME_INTERRUPTED = ("runtime.interrupted", System,
+        "the run was in progress when the runtime stopped; it is failed and may be retried");
+    RUNTIME_DEPENDENCY_UNAVAILABLE = ("runtime.dependency_unavailable", System,
+        "the workspace service or the catalog could not be reached or refused a required step");
+    RUNTIME_JOURNAL_FAILED = ("runtime.journal_failed", System,
+        "a journal record could not be appended; the run cannot go on without its journal");
+    RUNTIME_IDLE_TIMEOUT = ("runtime.idle_timeout", System,
+        "a host-driven invocation saw no request for longer than the idle timeout and was closed");
+    RUNTIME_CANCELLED = ("runtime.cancelled", System,
+        "the run was cancelled by a `CancelRun` request");
+    RUNTIME_INVALID_REQUEST = ("runtime.invalid_request", InvalidInput,
+        "a runtime request is missing a field or has a malformed one (run spec, provider format, epoch)");
+    MODEL_CALL_FAILED = ("model.call_failed", System,
+        "the model endpoint failed after its retries (timeouts, 429 and 5xx are retried with backoff); retryable");
 }
 
 /// The error type of the core: a stable code and a human-readable message.

@@ -8,6 +8,7 @@
 //! provider-contract violations; an exhausted budget is a recoverable result for the model.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::error::{
     AGENT_TOOL_BUDGET_EXHAUSTED, CoreError, MODEL_TOOL_CHOICE_VIOLATED, MODEL_UNKNOWN_TOOL_ALIAS,
@@ -29,7 +30,9 @@ pub struct ToolRequestGate {
     invocation_id: String,
     total_limit: u32,
     used_total: u32,
-    per_tool: HashMap<ToolId, ToolBudget>,
+    /// Tool id → position in `budgets`; shared, since it never changes after compile.
+    index: Arc<HashMap<ToolId, usize>>,
+    budgets: Vec<ToolBudget>,
 }
 
 /// What a successful check reserved.
@@ -47,17 +50,20 @@ impl ToolRequestGate {
             invocation_id: snapshot.invocation_id.clone(),
             total_limit: snapshot.max_calls_per_invocation,
             used_total: 0,
-            per_tool: snapshot
+            index: Arc::new(
+                snapshot
+                    .bindings
+                    .iter()
+                    .enumerate()
+                    .map(|(i, b)| (b.tool_id().clone(), i))
+                    .collect(),
+            ),
+            budgets: snapshot
                 .bindings
                 .iter()
-                .map(|b| {
-                    (
-                        b.tool_id().clone(),
-                        ToolBudget {
-                            limit: b.max_calls,
-                            used: 0,
-                        },
-                    )
+                .map(|b| ToolBudget {
+                    limit: b.max_calls,
+                    used: 0,
                 })
                 .collect(),
         }
@@ -81,7 +87,12 @@ impl ToolRequestGate {
                 ),
             ));
         }
-        let Some(budget) = self.per_tool.get_mut(tool) else {
+        let Some(budget) = self
+            .index
+            .get(tool)
+            .copied()
+            .and_then(|i| self.budgets.get_mut(i))
+        else {
             return Err(CoreError::new(
                 MODEL_UNKNOWN_TOOL_ALIAS,
                 format!(

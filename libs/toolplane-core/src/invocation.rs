@@ -40,6 +40,8 @@ impl ToolArguments {
             return ToolArguments::Object { value: Map::new() };
         }
         match serde_json::from_str::<Value>(raw) {
+            // The text's length was checked above; no need to measure it again.
+            Ok(Value::Object(map)) => ToolArguments::Object { value: map },
             Ok(value) => ToolArguments::from_value(value),
             Err(e) => ToolArguments::Invalid {
                 raw: raw.to_owned(),

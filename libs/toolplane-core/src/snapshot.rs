@@ -6,7 +6,7 @@
 //! dispatch never re-reads the catalog. The runtime persists it create-only as
 //! `input/invocations/<id>/tool_snapshot.json` with [`SNAPSHOT_SCHEMA_VERSION`].
 
-use std::collections::HashSet;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -19,7 +19,6 @@ use crate::error::{CoreError, TOOL_INVALID_DESCRIPTOR};
 use crate::id::ToolId;
 use crate::policy::{self, DeniedCallMode, PolicyLayers};
 use crate::profile::Profile;
-use crate::selector::ToolSelector;
 
 /// Version of the persisted snapshot document.
 pub const SNAPSHOT_SCHEMA_VERSION: u32 = 1;
@@ -63,7 +62,8 @@ pub enum ExitPolicy {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolBinding {
-    pub descriptor: ToolDescriptor,
+    /// Shared with the catalog entry it was compiled from (copied only when overridden).
+    pub descriptor: Arc<ToolDescriptor>,
     pub alias: ModelAlias,
     pub source: ToolSource,
     pub executor: Executor,
@@ -161,19 +161,18 @@ impl InvocationToolSnapshot {
     pub fn compile(req: CompileRequest<'_>) -> Result<InvocationToolSnapshot, CoreError> {
         let profile = req.profile;
         let return_child = matches!(req.exit_policy, ExitPolicy::ReturnToParent { .. });
-        let mut seen: HashSet<&ToolId> = HashSet::new();
+        // Catalog positions already considered: a tool selected twice is bound once, at its first
+        // selector.
+        let mut seen = vec![false; req.catalog.len()];
         let mut chosen: Vec<(&CatalogEntry, policy::ToolDecision)> = Vec::new();
         let mut omitted = Vec::new();
 
         for sel in &profile.tools.allow {
             let mut matched_any = false;
-            let candidates: Box<dyn Iterator<Item = &CatalogEntry>> = match sel {
-                ToolSelector::Exact(id) => Box::new(req.catalog.get(id).into_iter()),
-                _ => Box::new(req.catalog.entries().iter().filter(|e| sel.matches(e))),
-            };
-            for entry in candidates {
+            let candidates = req.catalog.select_positions(sel);
+            for (pos, entry) in candidates {
                 matched_any = true;
-                if builtin::is_runtime_only(entry.id()) || !seen.insert(entry.id()) {
+                if builtin::is_runtime_only(entry.id()) || std::mem::replace(&mut seen[pos], true) {
                     continue;
                 }
                 if return_child && builtin::removed_for_return_child(entry.id()) {
@@ -234,15 +233,15 @@ impl InvocationToolSnapshot {
                 continue;
             };
             // `usable_descriptor` was checked when the entry was chosen.
-            let Some(base) = entry.usable_descriptor() else {
+            let Some(base) = entry.usable_descriptor_arc() else {
                 continue;
             };
-            let mut descriptor = base.clone();
+            let mut descriptor = Arc::clone(base);
             if let Some(text) = profile
                 .override_for(entry)
                 .and_then(|o| o.description.clone())
             {
-                descriptor = descriptor.with_description(text)?;
+                descriptor = Arc::new(descriptor.as_ref().clone().with_description(text)?);
             }
             bindings.push(ToolBinding {
                 category: category::resolve(
@@ -271,7 +270,7 @@ impl InvocationToolSnapshot {
                 max_calls: None,
                 approval_required: false,
                 server_name: None,
-                descriptor: d,
+                descriptor: Arc::new(d),
             });
         }
 

@@ -7,7 +7,7 @@
 //! provider-contract violation: the invocation fails fast. The one exception: Gemini often omits
 //! call ids, so its decoder asks for synthesised ids `<turn>:<index>`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -90,7 +90,9 @@ pub struct ToolTurnContract {
     choice: ToolChoice,
     tools: Vec<TurnTool>,
     #[serde(skip)]
-    by_alias: HashMap<ModelAlias, usize>,
+    by_alias: HashMap<String, usize>,
+    #[serde(skip)]
+    by_tool: HashMap<ToolId, usize>,
 }
 
 #[derive(Deserialize)]
@@ -157,8 +159,10 @@ impl ToolTurnContract {
         tools: Vec<TurnTool>,
     ) -> Result<Self, CoreError> {
         let mut by_alias = HashMap::with_capacity(tools.len());
+        let mut by_tool = HashMap::with_capacity(tools.len());
         for (i, t) in tools.iter().enumerate() {
-            if by_alias.insert(t.alias.clone(), i).is_some() {
+            by_tool.insert(t.tool_id.clone(), i);
+            if by_alias.insert(t.alias.as_str().to_owned(), i).is_some() {
                 return Err(CoreError::new(
                     MODEL_UNKNOWN_TOOL_ALIAS,
                     format!("alias `{}` appears twice in the turn", t.alias),
@@ -179,6 +183,7 @@ impl ToolTurnContract {
             choice,
             tools,
             by_alias,
+            by_tool,
         })
     }
 
@@ -196,15 +201,12 @@ impl ToolTurnContract {
     }
 
     pub fn contains(&self, id: &ToolId) -> bool {
-        self.tools.iter().any(|t| &t.tool_id == id)
+        self.by_tool.contains_key(id)
     }
 
     /// The alias of a tool in this turn.
     pub fn alias_of(&self, id: &ToolId) -> Option<&ModelAlias> {
-        self.tools
-            .iter()
-            .find(|t| &t.tool_id == id)
-            .map(|t| &t.alias)
+        self.by_tool.get(id).map(|&i| &self.tools[i].alias)
     }
 
     /// The tools to advertise to the provider, with the snapshot's frozen descriptors.
@@ -238,8 +240,7 @@ impl ToolTurnContract {
             ));
         }
         self.check_call_count(calls.len())?;
-        let mut seen_ids: HashSet<String> = HashSet::with_capacity(calls.len());
-        let mut out = Vec::with_capacity(calls.len());
+        let mut out: Vec<ToolInvocation> = Vec::with_capacity(calls.len());
         for (index, call) in calls.into_iter().enumerate() {
             let call_id = match call.call_id.filter(|id| !id.is_empty()) {
                 Some(id) if id.len() > MAX_CALL_ID_LEN => {
@@ -257,7 +258,8 @@ impl ToolTurnContract {
                     ));
                 }
             };
-            if !seen_ids.insert(call_id.clone()) {
+            // A turn has few calls: a linear scan of the decoded ones beats hashing.
+            if out.iter().any(|c| c.call_id == call_id) {
                 return Err(CoreError::new(
                     MODEL_DUPLICATE_CALL_ID,
                     format!(
@@ -305,9 +307,7 @@ impl ToolTurnContract {
     }
 
     fn resolve_alias(&self, name: &str) -> Result<ToolId, CoreError> {
-        if let Ok(alias) = ModelAlias::new(name)
-            && let Some(&i) = self.by_alias.get(&alias)
-        {
+        if let Some(&i) = self.by_alias.get(name) {
             return Ok(self.tools[i].tool_id.clone());
         }
         // The error path only: explain a canonical name, else report an unknown alias.
