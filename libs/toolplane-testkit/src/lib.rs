@@ -10,6 +10,10 @@
 //!   against.
 
 pub mod echo;
+#[cfg(feature = "mcp-fixture")]
+pub mod mcp_fixture;
+#[cfg(feature = "model-server")]
+pub mod model_server;
 mod server;
 
 pub use echo::{connect_echo, spawn_echo_server};

@@ -1,0 +1,162 @@
+//! A scripted OpenAI-compatible model server on `127.0.0.1:0`, for driving the runtime's loop
+//! through its real HTTP client: each `POST /v1/chat/completions` gets the next scripted reply
+//! (a completion with tool calls, plain text, a malformed body, or an error status such as 429 or
+//! 500), and every request body is recorded for assertions.
+//!
+//! It serves scripts only; it never decides anything about tools.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use crate::TestkitError;
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub struct ScriptedReply {
+    pub status: u16,
+    /// The body, sent verbatim (so malformed JSON can be scripted too).
+    pub body: String,
+    pub delay: Option<Duration>,
+}
+
+impl ScriptedReply {
+    /// A completion whose assistant message calls these tools (`(alias, arguments)`), with ids
+    /// `call_<n>_<i>`.
+    pub fn tool_calls(n: usize, calls: &[(&str, Value)]) -> Self {
+        let calls: Vec<Value> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, (name, args))| json!({"id": format!("call_{n}_{i}"), "type": "function", "function": {"name": name, "arguments": args.to_string()}}))
+            .collect();
+        Self::completion(json!({"role": "assistant", "content": null, "tool_calls": calls}))
+    }
+
+    /// A completion with plain text and no tool calls.
+    pub fn text(text: &str) -> Self {
+        Self::completion(json!({"role": "assistant", "content": text}))
+    }
+
+    /// A completion carrying this assistant message.
+    pub fn completion(message: Value) -> Self {
+        let body = json!({"id": "chatcmpl-scripted", "object": "chat.completion", "created": 0, "model": "scripted", "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]});
+        ScriptedReply {
+            status: 200,
+            body: body.to_string(),
+            delay: None,
+        }
+    }
+
+    /// An error status with an OpenAI-style error body.
+    pub fn status(status: u16) -> Self {
+        ScriptedReply { status, body: json!({"error": {"message": format!("scripted status {status}"), "type": "scripted"}}).to_string(), delay: None }
+    }
+
+    /// A 200 whose body is not a completion.
+    pub fn raw(body: &str) -> Self {
+        ScriptedReply {
+            status: 200,
+            body: body.to_owned(),
+            delay: None,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Script {
+    replies: Mutex<VecDeque<ScriptedReply>>,
+    requests: Mutex<Vec<Value>>,
+}
+
+/// A running scripted model server.
+#[derive(Debug)]
+pub struct ModelServer {
+    pub addr: SocketAddr,
+    script: Arc<Script>,
+    shutdown: Option<oneshot::Sender<()>>,
+}
+
+impl ModelServer {
+    /// The base URL an OpenAI-compatible client uses (`http://127.0.0.1:<port>/v1`).
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Every request body received so far, in order.
+    pub fn requests(&self) -> Vec<Value> {
+        self.script
+            .requests
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default()
+    }
+
+    /// Replies not yet served.
+    pub fn remaining(&self) -> usize {
+        self.script.replies.lock().map(|r| r.len()).unwrap_or(0)
+    }
+}
+
+impl Drop for ModelServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+async fn complete(State(script): State<Arc<Script>>, Json(body): Json<Value>) -> Response {
+    if let Ok(mut r) = script.requests.lock() {
+        r.push(body);
+    }
+    let next = script.replies.lock().ok().and_then(|mut q| q.pop_front());
+    let Some(reply) = next else {
+        return (
+            StatusCode::BAD_REQUEST,
+            json!({"error": {"message": "the script has no more replies"}}).to_string(),
+        )
+            .into_response();
+    };
+    if let Some(d) = reply.delay {
+        tokio::time::sleep(d).await;
+    }
+    let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, [("content-type", "application/json")], reply.body).into_response()
+}
+
+/// Starts the server on `127.0.0.1:0` with these replies.
+pub async fn spawn_model_server(replies: Vec<ScriptedReply>) -> Result<ModelServer, TestkitError> {
+    let script = Arc::new(Script {
+        replies: Mutex::new(replies.into()),
+        requests: Mutex::new(Vec::new()),
+    });
+    let app = Router::new()
+        .route("/v1/chat/completions", post(complete))
+        .route("/chat/completions", post(complete))
+        .with_state(script.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let (tx, rx) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                let _ = rx.await;
+            })
+            .await;
+    });
+    Ok(ModelServer {
+        addr,
+        script,
+        shutdown: Some(tx),
+    })
+}

@@ -1,0 +1,144 @@
+//! `toolplane-catalog`: reads its configuration (a TOML file, then flags and `TOOLPLANE_CATALOG_*`
+//! environment variables over it), sets up telemetry, serves until SIGINT or SIGTERM, then shuts
+//! down gracefully. Everything else lives in the library.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use toolplane_catalog::{CatalogConfig, CatalogError, StoreConfig};
+
+/// The toolplane catalog: tool descriptors of every source, agent profiles and policies.
+#[derive(Debug, Parser)]
+#[command(name = "toolplane-catalog", version)]
+struct Args {
+    /// TOML configuration file; flags and environment variables override its values.
+    #[arg(long, env = "TOOLPLANE_CATALOG_CONFIG")]
+    config: Option<PathBuf>,
+    /// gRPC address (default 127.0.0.1:7420).
+    #[arg(long, env = "TOOLPLANE_CATALOG_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// HTTP address for `GET /tools` and `/metrics` (default 127.0.0.1:7421).
+    #[arg(long, env = "TOOLPLANE_CATALOG_HTTP_LISTEN")]
+    http_listen: Option<SocketAddr>,
+    /// Store directory (default .toolplane/store).
+    #[arg(
+        long,
+        env = "TOOLPLANE_CATALOG_DATA_DIR",
+        conflicts_with = "memory_store"
+    )]
+    data_dir: Option<PathBuf>,
+    /// Keep everything in memory (lost on exit).
+    #[arg(long, env = "TOOLPLANE_CATALOG_MEMORY_STORE")]
+    memory_store: bool,
+    /// The mcp-proxy's gRPC URL, e.g. http://127.0.0.1:7440.
+    #[arg(long, env = "TOOLPLANE_CATALOG_MCP_PROXY_URL")]
+    mcp_proxy_url: Option<String>,
+    /// Directory of profile JSON files upserted at start-up (default: ./profiles when it exists).
+    #[arg(long, env = "TOOLPLANE_CATALOG_PROFILES_DIR")]
+    profiles_dir: Option<PathBuf>,
+    /// How often sources are pulled again, in milliseconds (default 2000).
+    #[arg(long, env = "TOOLPLANE_CATALOG_REFRESH_INTERVAL_MS")]
+    refresh_interval_ms: Option<u64>,
+}
+
+fn config(args: Args) -> Result<CatalogConfig, CatalogError> {
+    let mut config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                CatalogError::new(
+                    toolplane_catalog::CatalogCode::ConfigInvalid,
+                    format!("{}: {e}", path.display()),
+                )
+            })?;
+            CatalogConfig::from_toml(&text)?
+        }
+        None => CatalogConfig::default(),
+    };
+    if let Some(a) = args.listen {
+        config.listen = a;
+    }
+    if let Some(a) = args.http_listen {
+        config.http_listen = a;
+    }
+    if let Some(dir) = args.data_dir {
+        config.store = StoreConfig::Fs { dir };
+    }
+    if args.memory_store {
+        config.store = StoreConfig::Memory;
+    }
+    if let Some(url) = args.mcp_proxy_url {
+        config.mcp_proxy_url = Some(url);
+    }
+    if let Some(ms) = args.refresh_interval_ms {
+        config.refresh_interval_ms = ms;
+    }
+    match args.profiles_dir {
+        Some(dir) => config.profiles_dir = Some(dir),
+        // The shipped profiles are picked up when run from a checkout; a configured directory
+        // must exist, this default need not.
+        None if config.profiles_dir.is_none() && PathBuf::from("profiles").is_dir() => {
+            config.profiles_dir = Some(PathBuf::from("profiles"));
+        }
+        None => {}
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let _telemetry = toolplane_telemetry::init(
+        toolplane_telemetry::TelemetryConfig::new("catalog")
+            .with_service_version(env!("CARGO_PKG_VERSION")),
+    )?;
+    let config = config(args)?;
+    let running = toolplane_catalog::start(config).await?;
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    running.shutdown().await?;
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("catalog.io: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}

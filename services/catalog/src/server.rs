@@ -1,0 +1,201 @@
+//! Starting and stopping the catalog: the store, the start-up profiles, the gRPC server (with
+//! health, reflection and tracing), the HTTP server and the background refresher.
+//!
+//! Owns the listeners and the tasks; [`RunningCatalog::shutdown`] stops them gracefully. It
+//! must never bind anything but the configured addresses (loopback by default).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
+use toolplane_proto::v1::catalog_service_server::CatalogServiceServer;
+use toolplane_proto::v1::profile_service_server::ProfileServiceServer;
+use toolplane_store::{FsStore, MemoryStore, Store, StoreExt, StoreOptions};
+use toolplane_telemetry::GrpcServerTraceLayer;
+
+use crate::cell::CellId;
+use crate::config::{CatalogConfig, StoreConfig};
+use crate::error::{CatalogCode, CatalogError};
+use crate::grpc::CatalogGrpc;
+use crate::records::Records;
+use crate::state::Catalog;
+
+/// The store namespace the catalog keeps its state in.
+pub const NAMESPACE: &str = "catalog";
+
+/// A catalog serving gRPC and HTTP.
+#[derive(Debug)]
+pub struct RunningCatalog {
+    grpc_addr: SocketAddr,
+    http_addr: SocketAddr,
+    catalog: Arc<Catalog>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<Result<(), CatalogError>>>,
+}
+
+/// Opens the configured store.
+pub async fn open_store(config: &StoreConfig) -> Result<Arc<dyn Store>, CatalogError> {
+    Ok(match config {
+        StoreConfig::Fs { dir } => Arc::new(FsStore::open(dir, StoreOptions::default()).await?),
+        StoreConfig::Memory => Arc::new(MemoryStore::new(StoreOptions::default())),
+    })
+}
+
+/// Opens the configured store and starts serving.
+pub async fn start(config: CatalogConfig) -> Result<RunningCatalog, CatalogError> {
+    config.validate()?;
+    let store = open_store(&config.store).await?;
+    start_with_store(config, store).await
+}
+
+fn io(what: &str, e: impl std::fmt::Display) -> CatalogError {
+    CatalogError::new(CatalogCode::Io, format!("{what}: {e}"))
+}
+
+/// Starts serving over a store the caller opened (shared with other services in one process,
+/// each under its own namespace).
+pub async fn start_with_store(
+    config: CatalogConfig,
+    store: Arc<dyn Store>,
+) -> Result<RunningCatalog, CatalogError> {
+    config.validate()?;
+    let records = Records::new(store.namespace(NAMESPACE)?);
+    let catalog = Arc::new(Catalog::new(config.clone(), records)?);
+    if let Some(dir) = &config.profiles_dir {
+        let loaded = catalog.load_profile_dir(dir).await?;
+        tracing::info!(dir = %dir.display(), written = loaded.len(), "profile directory loaded");
+    }
+    // Warm the default cell so the first request does not pay for the first pull.
+    catalog.cell(&CellId::default_cell()).await?;
+
+    let grpc_listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| io(&format!("bind grpc {}", config.listen), e))?;
+    let grpc_addr = grpc_listener
+        .local_addr()
+        .map_err(|e| io("grpc local address", e))?;
+    let http_listener = TcpListener::bind(config.http_listen)
+        .await
+        .map_err(|e| io(&format!("bind http {}", config.http_listen), e))?;
+    let http_addr = http_listener
+        .local_addr()
+        .map_err(|e| io("http local address", e))?;
+
+    let (stop, stopped) = watch::channel(false);
+    let mut tasks = Vec::new();
+
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_serving::<CatalogServiceServer<CatalogGrpc>>()
+        .await;
+    health
+        .set_serving::<ProfileServiceServer<CatalogGrpc>>()
+        .await;
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(toolplane_proto::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .map_err(|e| io("reflection", e))?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(toolplane_proto::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()
+        .map_err(|e| io("reflection", e))?;
+    let svc = CatalogGrpc::new(Arc::clone(&catalog));
+    let max_request = config.limits.max_request_bytes;
+    let grpc = Server::builder()
+        .layer(GrpcServerTraceLayer)
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(CatalogServiceServer::new(svc.clone()).max_decoding_message_size(max_request))
+        .add_service(ProfileServiceServer::new(svc).max_decoding_message_size(max_request));
+    let incoming = TcpIncoming::from(grpc_listener).with_nodelay(Some(true));
+    let mut grpc_stop = stopped.clone();
+    tasks.push(tokio::spawn(async move {
+        grpc.serve_with_incoming_shutdown(incoming, async move {
+            let _ = grpc_stop.wait_for(|s| *s).await;
+        })
+        .await
+        .map_err(|e| io("grpc server", e))?;
+        tracing::debug!("grpc server stopped");
+        Ok(())
+    }));
+
+    let app = crate::http::router(Arc::clone(&catalog));
+    let mut http_stop = stopped.clone();
+    tasks.push(tokio::spawn(async move {
+        axum::serve(http_listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = http_stop.wait_for(|s| *s).await;
+            })
+            .await
+            .map_err(|e| io("http server", e))?;
+        tracing::debug!("http server stopped");
+        Ok(())
+    }));
+
+    let refresher = Arc::clone(&catalog);
+    let refresh_stop = stopped.clone();
+    tasks.push(tokio::spawn(async move {
+        refresher.run_refresher(refresh_stop).await;
+        tracing::debug!("refresher stopped");
+        Ok(())
+    }));
+
+    tracing::info!(grpc = %grpc_addr, http = %http_addr, "catalog serving");
+    Ok(RunningCatalog {
+        grpc_addr,
+        http_addr,
+        catalog,
+        stop,
+        tasks,
+    })
+}
+
+impl RunningCatalog {
+    pub fn grpc_addr(&self) -> SocketAddr {
+        self.grpc_addr
+    }
+
+    pub fn http_addr(&self) -> SocketAddr {
+        self.http_addr
+    }
+
+    /// `http://<grpc addr>`, as gRPC clients connect.
+    pub fn grpc_url(&self) -> String {
+        format!("http://{}", self.grpc_addr)
+    }
+
+    /// `http://<http addr>`, the base of `GET /tools`.
+    pub fn http_url(&self) -> String {
+        format!("http://{}", self.http_addr)
+    }
+
+    /// The catalog itself, for embedders (e.g. to install adapter tools).
+    pub fn catalog(&self) -> &Arc<Catalog> {
+        &self.catalog
+    }
+
+    /// Stops accepting requests, lets in-flight ones finish, and reports how the servers ended.
+    pub async fn shutdown(mut self) -> Result<(), CatalogError> {
+        let _ = self.stop.send(true);
+        let mut result = Ok(());
+        for task in std::mem::take(&mut self.tasks) {
+            match task.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => result = Err(e),
+                Err(e) => result = Err(io("server task", e)),
+            }
+        }
+        result
+    }
+}
+
+impl Drop for RunningCatalog {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}

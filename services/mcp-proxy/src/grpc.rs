@@ -1,0 +1,226 @@
+//! The gRPC face of the proxy: `toolplane.v1.McpProxyService` and `toolplane.v1.ToolExecutor`,
+//! served on one port. Each method decodes its request (through [`crate::convert`]), calls
+//! [`McpProxy`], and encodes the answer; no decisions are made here.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status};
+use toolplane_proto::v1 as pb;
+use toolplane_proto::v1::mcp_proxy_service_server::McpProxyService;
+use toolplane_proto::v1::tool_executor_server::ToolExecutor;
+
+use crate::convert;
+use crate::error::{MCP_INVALID_REQUEST, ProxyError};
+use crate::execute::CallInput;
+use crate::proxy::{McpProxy, UpsertInput};
+
+/// The tonic service implementation; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct GrpcProxy {
+    proxy: McpProxy,
+}
+
+impl GrpcProxy {
+    pub fn new(proxy: McpProxy) -> GrpcProxy {
+        GrpcProxy { proxy }
+    }
+}
+
+fn required<T>(v: Option<T>, what: &str) -> Result<T, Status> {
+    v.ok_or_else(|| ProxyError::new(MCP_INVALID_REQUEST, format!("{what} is required")).to_status())
+}
+
+/// The `grpc-timeout` header as a duration (`<digits><H|M|S|m|u|n>`).
+fn grpc_timeout<T>(request: &Request<T>) -> Option<Duration> {
+    let v = request.metadata().get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = v.split_at(v.len().checked_sub(1)?);
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n.saturating_mul(3600)),
+        "M" => Duration::from_secs(n.saturating_mul(60)),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+#[tonic::async_trait]
+impl McpProxyService for GrpcProxy {
+    async fn upsert_server(
+        &self,
+        request: Request<pb::UpsertServerRequest>,
+    ) -> Result<Response<pb::UpsertServerResponse>, Status> {
+        let r = request.into_inner();
+        let input = UpsertInput {
+            cell_id: r.cell_id,
+            server_id: r.server_id,
+            display_name: r.display_name,
+            transport: convert::transport_from(r.transport)?,
+            state: convert::state_from(r.initial_state)?,
+            limits: convert::limits_from(r.limits),
+            default_permission: convert::permission_from(r.default_permission)?,
+            tool_permissions: convert::tool_permissions_from(r.tool_permissions)?,
+            skip_refresh: r.skip_refresh,
+            expected_generation: r.expected_generation,
+        };
+        let (view, created, warnings) = self.proxy.upsert(input).await?;
+        Ok(Response::new(pb::UpsertServerResponse {
+            server: Some(convert::server_to(&view)),
+            created,
+            warnings: warnings.iter().map(convert::note_to).collect(),
+        }))
+    }
+
+    async fn deregister_server(
+        &self,
+        request: Request<pb::DeregisterServerRequest>,
+    ) -> Result<Response<pb::DeregisterServerResponse>, Status> {
+        let r = request.into_inner();
+        let removed = self.proxy.deregister(&r.cell_id, &r.server_id).await?;
+        Ok(Response::new(pb::DeregisterServerResponse {
+            removed_tool_ids: removed,
+        }))
+    }
+
+    async fn set_server_state(
+        &self,
+        request: Request<pb::SetServerStateRequest>,
+    ) -> Result<Response<pb::SetServerStateResponse>, Status> {
+        let r = request.into_inner();
+        let state = required(convert::state_from(r.state)?, "state")?;
+        let view = self
+            .proxy
+            .set_state(&r.cell_id, &r.server_id, state)
+            .await?;
+        Ok(Response::new(pb::SetServerStateResponse {
+            server: Some(convert::server_to(&view)),
+        }))
+    }
+
+    async fn set_tool_permission(
+        &self,
+        request: Request<pb::SetToolPermissionRequest>,
+    ) -> Result<Response<pb::SetToolPermissionResponse>, Status> {
+        let r = request.into_inner();
+        let permission = required(convert::permission_from(r.permission)?, "permission")?;
+        let tool = self
+            .proxy
+            .set_permission(&r.cell_id, &r.server_id, &r.native_name, permission)
+            .await?;
+        Ok(Response::new(pb::SetToolPermissionResponse {
+            tool: tool.as_ref().map(convert::tool_to),
+        }))
+    }
+
+    async fn refresh_server(
+        &self,
+        request: Request<pb::RefreshServerRequest>,
+    ) -> Result<Response<pb::RefreshServerResponse>, Status> {
+        let r = request.into_inner();
+        let (view, outcome) = self.proxy.refresh(&r.cell_id, &r.server_id).await?;
+        Ok(Response::new(pb::RefreshServerResponse {
+            server: Some(convert::server_to(&view)),
+            added_tool_ids: outcome.added,
+            removed_tool_ids: outcome.removed,
+            warnings: outcome.warnings.iter().map(convert::note_to).collect(),
+        }))
+    }
+
+    async fn get_server(
+        &self,
+        request: Request<pb::GetServerRequest>,
+    ) -> Result<Response<pb::GetServerResponse>, Status> {
+        let r = request.into_inner();
+        let view = self.proxy.get_server(&r.cell_id, &r.server_id)?;
+        Ok(Response::new(pb::GetServerResponse {
+            server: Some(convert::server_to(&view)),
+        }))
+    }
+
+    async fn list_servers(
+        &self,
+        request: Request<pb::ListServersRequest>,
+    ) -> Result<Response<pb::ListServersResponse>, Status> {
+        let r = request.into_inner();
+        let (views, next) = self
+            .proxy
+            .list_servers(&r.cell_id, r.page_size, &r.page_token)?;
+        Ok(Response::new(pb::ListServersResponse {
+            servers: views.iter().map(convert::server_to).collect(),
+            next_page_token: next,
+        }))
+    }
+
+    async fn list_cached_tools(
+        &self,
+        request: Request<pb::ListCachedToolsRequest>,
+    ) -> Result<Response<pb::ListCachedToolsResponse>, Status> {
+        let r = request.into_inner();
+        let (tools, next) = self.proxy.list_cached_tools(
+            &r.cell_id,
+            &r.server_ids,
+            r.include_unusable,
+            &r.query,
+            r.page_size,
+            &r.page_token,
+        )?;
+        Ok(Response::new(pb::ListCachedToolsResponse {
+            tools: tools.iter().map(convert::tool_to).collect(),
+            next_page_token: next,
+        }))
+    }
+}
+
+#[tonic::async_trait]
+impl ToolExecutor for GrpcProxy {
+    async fn execute(
+        &self,
+        request: Request<pb::ExecuteRequest>,
+    ) -> Result<Response<pb::ExecuteResponse>, Status> {
+        // Answer a little before the caller's own deadline so it gets a result, not a status.
+        let rpc_deadline =
+            grpc_timeout(&request).map(|d| d.saturating_sub(Duration::from_millis(20).min(d / 10)));
+        let r = request.into_inner();
+        let invocation = required(r.invocation, "invocation")?;
+        let context = r.context.unwrap_or_default();
+        let timeout = match (r.timeout_ms.map(Duration::from_millis), rpc_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        // The span's fields are only evaluated when a subscriber wants the span; its name is
+        // written straight into the subscriber's buffer, never into a string of its own.
+        let span = tracing::info_span!(
+            "execute_tool",
+            otel.name = %format_args!("execute_tool {}", invocation.tool_id),
+            gen_ai.tool.name = %invocation.tool_id,
+            gen_ai.tool.call.id = %invocation.call_id,
+            run.id = %context.run_id,
+            invocation.id = %context.invocation_id,
+            cell.id = %context.cell_id,
+        );
+        let call = CallInput {
+            cell_id: context.cell_id,
+            call_id: invocation.call_id,
+            tool_id: invocation.tool_id,
+            arguments_json: invocation.arguments_json,
+            timeout,
+            deadline_unix_ms: context.deadline_unix_ms,
+            trace: r.trace,
+        };
+        // Dropping this future (the caller went away) drops the call, which tells the server.
+        let out = tracing::Instrument::instrument(
+            self.proxy.execute(&call, CancellationToken::new()),
+            span,
+        )
+        .await?;
+        Ok(Response::new(convert::execute_to(
+            call.call_id,
+            call.tool_id,
+            out,
+            r.trace,
+        )))
+    }
+}

@@ -1,0 +1,35 @@
+//! toolplane-mcp-proxy: real MCP servers behind the tool plane.
+//!
+//! The proxy owns MCP registrations (state, per-tool permission), their connections (rmcp
+//! clients over stdio child processes or streamable HTTP), discovery into a cached catalog
+//! (memory, then the store), execution with the rechecks right before sending, and the MCP result
+//! projection (FEATURES M1–M7). It serves `toolplane.v1.McpProxyService` (administration and the
+//! cached listings the catalog service pulls) and `toolplane.v1.ToolExecutor` (calls from the
+//! runtime) on one port.
+//!
+//! Module map: [`registration`] (records and validation), [`catalog`] (the cached catalog and
+//! usability), [`persist`] (store layout), [`stdio`] and [`connection`] (transports and
+//! sessions), [`proxy`] (state, supervisors, listings), [`execute`] (calls), [`projection`]
+//! (model-facing Markdown), [`convert`] and [`grpc`] (the wire), [`server`] (serving), [`config`]
+//! (the binary's settings), [`error`] (the code table).
+
+pub mod catalog;
+pub mod config;
+pub mod connection;
+pub mod convert;
+pub mod error;
+pub mod execute;
+pub mod grpc;
+pub mod persist;
+pub mod projection;
+pub mod proxy;
+pub mod registration;
+pub mod server;
+pub mod stdio;
+
+pub use error::ProxyError;
+pub use proxy::{McpProxy, ProxySettings};
+pub use server::{routes, serve};
+
+/// The store namespace the proxy keeps its state in.
+pub const STORE_NAMESPACE: &str = "mcp-proxy";

@@ -1,0 +1,107 @@
+//! `toolplane-mcp-proxy`: reads its config (file, flags, environment), sets up telemetry, opens
+//! its store, serves gRPC (with health and reflection) on loopback by default, and on SIGINT or
+//! SIGTERM finishes in-flight calls and stops every MCP server it started.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Parser;
+use toolplane_mcp_proxy::config::Config;
+use toolplane_mcp_proxy::{McpProxy, STORE_NAMESPACE};
+use toolplane_store::{FsStore, Store, StoreExt as _};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "toolplane-mcp-proxy",
+    version,
+    about = "MCP servers behind the tool plane"
+)]
+struct Args {
+    /// TOML config file.
+    #[arg(long, env = "TOOLPLANE_MCP_PROXY_CONFIG")]
+    config: Option<PathBuf>,
+    /// gRPC address to listen on (default 127.0.0.1:7440).
+    #[arg(long, env = "TOOLPLANE_MCP_PROXY_LISTEN")]
+    listen: Option<std::net::SocketAddr>,
+    /// Store root directory (default ./toolplane-data); the state is kept under
+    /// `<dir>/mcp-proxy/`.
+    #[arg(long, env = "TOOLPLANE_MCP_PROXY_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    match run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<(), String> {
+    let args = Args::parse();
+    let mut config = match &args.config {
+        Some(path) => Config::from_file(path).map_err(|e| e.to_string())?,
+        None => Config::default(),
+    };
+    if let Some(listen) = args.listen {
+        config.listen = listen;
+    }
+    if let Some(dir) = args.data_dir {
+        config.data_dir = dir;
+    }
+    let _telemetry = toolplane_telemetry::init(
+        toolplane_telemetry::TelemetryConfig::new("mcp-proxy")
+            .with_service_version(env!("CARGO_PKG_VERSION")),
+    )
+    .map_err(|e| e.to_string())?;
+
+    let store: Arc<dyn Store> = Arc::new(
+        FsStore::open(&config.data_dir, toolplane_store::StoreOptions::default())
+            .await
+            .map_err(|e| format!("mcp.store_failed: {e}"))?,
+    );
+    let store = store
+        .namespace(STORE_NAMESPACE)
+        .map_err(|e| format!("mcp.store_failed: {e}"))?;
+    let proxy = McpProxy::open(store, config.proxy.clone())
+        .await
+        .map_err(|e| e.to_string())?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| format!("mcp.serve_failed: cannot bind {}: {e}", config.listen))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    if !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "serving on a non-loopback address: anyone who reaches it can start processes through stdio registrations");
+    }
+    tracing::info!(%addr, "mcp-proxy serving");
+    toolplane_mcp_proxy::serve(listener, proxy, shutdown_signal())
+        .await
+        .map_err(|e| e.to_string())?;
+    tracing::info!("mcp-proxy stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

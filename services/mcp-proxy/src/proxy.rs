@@ -1,0 +1,1096 @@
+//! The mcp-proxy itself (FEATURES M1, M3, M4, M7): registrations in memory and in the store, one
+//! connection supervisor per server, discovery into the cached catalog, and the listings.
+//!
+//! [`McpProxy`] is what the gRPC layer calls. Every admin mutation is serialized by one lock and
+//! written to the store before it is visible; listings answer from memory only, never from the
+//! network. Each registration has a supervisor task that keeps an active server connected,
+//! reconnecting with exponential backoff after it dies; calls that arrive while it is down try
+//! once themselves unless a backoff is running. Execution lives in [`crate::execute`].
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+use toolplane_core::catalog::McpPermission;
+use toolplane_core::id::{Provider, ToolId};
+use toolplane_store::{Store, Version};
+
+use crate::catalog::{
+    CachedCatalog, CachedTool, CatalogBuilder, LiveCatalog, MAX_PAGES, Note, Usability, usability,
+};
+use crate::connection::{Connection, connect};
+use crate::error::{
+    MCP_CONNECTION_FAILED, MCP_DISCOVERY_FAILED, MCP_DUPLICATE_DISPLAY_NAME,
+    MCP_GENERATION_MISMATCH, MCP_INVALID_REQUEST, MCP_SERVER_NOT_FOUND, MCP_SERVER_PAUSED,
+    MCP_SHUTTING_DOWN, MCP_TOO_MANY_SERVERS, ProxyError,
+};
+use crate::persist::Persist;
+use crate::registration::{
+    LimitDefaults, Limits, MAX_TOOL_PERMISSIONS, REGISTRATION_FORMAT, Registration,
+    RequestedLimits, ServerState, TransportSpec, cell_or_default, parse_server_id, shown,
+    validate_display_name, validate_transport,
+};
+
+/// Proxy-wide settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProxySettings {
+    /// Defaults and ceilings of per-registration limits.
+    pub limits: LimitDefaults,
+    /// Most registrations in one cell (default 100).
+    pub max_servers_per_cell: usize,
+    /// First reconnect delay after a server died (default 250 ms); doubles per failure.
+    pub reconnect_initial_ms: u64,
+    /// Longest reconnect delay (default 30 s).
+    pub reconnect_max_ms: u64,
+}
+
+impl Default for ProxySettings {
+    fn default() -> ProxySettings {
+        ProxySettings {
+            limits: LimitDefaults::default(),
+            max_servers_per_cell: 100,
+            reconnect_initial_ms: 250,
+            reconnect_max_ms: 30_000,
+        }
+    }
+}
+
+/// Connection status of a server, as listings show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnStatus {
+    Disconnected,
+    Connecting,
+    Connected,
+    Failed,
+}
+
+#[derive(Debug)]
+pub(crate) struct Health {
+    pub status: ConnStatus,
+    pub last_error: String,
+    pub failures: u32,
+    pub retry_at: Option<Instant>,
+}
+
+/// One registration with its live state.
+#[derive(Debug)]
+pub(crate) struct Server {
+    pub reg: RwLock<Arc<Registration>>,
+    reg_version: std::sync::Mutex<Option<Version>>,
+    pub catalog: RwLock<Option<Arc<LiveCatalog>>>,
+    catalog_version: std::sync::Mutex<Option<Version>>,
+    pub conn: tokio::sync::Mutex<Option<Arc<Connection>>>,
+    pub health: std::sync::Mutex<Health>,
+    pub permits: RwLock<Arc<Semaphore>>,
+    /// Cancelled when the registration is removed.
+    pub removed: CancellationToken,
+    /// Wakes the supervisor on a state or transport change.
+    pub changed: Notify,
+    refresh: tokio::sync::Mutex<()>,
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Server {
+    fn new(
+        reg: Registration,
+        version: Option<Version>,
+        catalog: Option<(CachedCatalog, Version)>,
+        limits: &Limits,
+    ) -> Server {
+        let (catalog, catalog_version) = match catalog {
+            Some((c, v)) => (Some(Arc::new(LiveCatalog::new(&reg.server_id, c))), Some(v)),
+            None => (None, None),
+        };
+        Server {
+            reg: RwLock::new(Arc::new(reg)),
+            reg_version: std::sync::Mutex::new(version),
+            catalog: RwLock::new(catalog),
+            catalog_version: std::sync::Mutex::new(catalog_version),
+            conn: tokio::sync::Mutex::new(None),
+            health: std::sync::Mutex::new(Health {
+                status: ConnStatus::Disconnected,
+                last_error: String::new(),
+                failures: 0,
+                retry_at: None,
+            }),
+            permits: RwLock::new(Arc::new(Semaphore::new(
+                usize::try_from(limits.max_concurrent_calls).unwrap_or(16),
+            ))),
+            removed: CancellationToken::new(),
+            changed: Notify::new(),
+            refresh: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    pub fn registration(&self) -> Arc<Registration> {
+        Arc::clone(&read(&self.reg))
+    }
+
+    pub fn cached(&self) -> Option<Arc<LiveCatalog>> {
+        read(&self.catalog).clone()
+    }
+
+    fn set_health(&self, status: ConnStatus, error: Option<String>) {
+        let mut h = lock(&self.health);
+        h.status = status;
+        if let Some(e) = error {
+            h.last_error = e;
+        }
+    }
+}
+
+/// What listings show about one server.
+#[derive(Debug, Clone)]
+pub struct ServerView {
+    pub reg: Arc<Registration>,
+    pub limits: Limits,
+    pub connection: ConnStatus,
+    pub last_error: String,
+    pub cached_tool_count: u32,
+    pub refreshed_at_unix_ms: i64,
+}
+
+/// What listings show about one tool.
+#[derive(Debug, Clone)]
+pub struct ToolView {
+    pub reg: Arc<Registration>,
+    pub native: String,
+    /// `None`: a permission is stored for this name but the tool is not in the cache.
+    pub tool: Option<CachedTool>,
+    pub usability: Usability,
+}
+
+impl ToolView {
+    pub fn usable(&self) -> bool {
+        self.tool.is_some() && self.usability.usable()
+    }
+}
+
+/// An upsert as the operator asked for it (proto already decoded).
+#[derive(Debug, Clone)]
+pub struct UpsertInput {
+    pub cell_id: String,
+    pub server_id: Option<String>,
+    pub display_name: String,
+    pub transport: Option<TransportSpec>,
+    pub state: Option<ServerState>,
+    pub limits: Option<RequestedLimits>,
+    pub default_permission: Option<McpPermission>,
+    pub tool_permissions: BTreeMap<String, McpPermission>,
+    pub skip_refresh: bool,
+    pub expected_generation: Option<u64>,
+}
+
+/// The outcome of a discovery.
+#[derive(Debug, Clone, Default)]
+pub struct RefreshOutcome {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    pub warnings: Vec<Note>,
+}
+
+/// Registrations by cell, then by server id: nested so that a call looks its server up with the
+/// `&str`s it already has, without building a key.
+type Servers = HashMap<String, HashMap<String, Arc<Server>>>;
+
+pub(crate) struct Inner {
+    persist: Persist,
+    pub settings: ProxySettings,
+    servers: RwLock<Servers>,
+    admin: tokio::sync::Mutex<()>,
+    pub shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner").finish_non_exhaustive()
+    }
+}
+
+/// The mcp-proxy: cheap to clone, all clones share state.
+#[derive(Debug, Clone)]
+pub struct McpProxy {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+impl McpProxy {
+    /// Loads every registration from `store` (the proxy's namespace) and starts a supervisor per
+    /// registration, which connects the active ones in the background — stdio servers (seed 004's
+    /// plugins) start with the proxy.
+    pub async fn open(
+        store: Arc<dyn Store>,
+        settings: ProxySettings,
+    ) -> Result<McpProxy, ProxyError> {
+        let persist = Persist::new(store);
+        let loaded = persist.load().await?;
+        for bad in &loaded.unreadable {
+            tracing::error!(key = %bad.key, reason = %bad.reason, "unreadable mcp-proxy record skipped");
+        }
+        let inner = Arc::new(Inner {
+            persist,
+            settings,
+            servers: RwLock::new(HashMap::new()),
+            admin: tokio::sync::Mutex::new(()),
+            shutdown: CancellationToken::new(),
+        });
+        let proxy = McpProxy { inner };
+        for (reg, version, catalog) in loaded.servers {
+            let limits = reg.limits.resolve(&proxy.inner.settings.limits);
+            let (cell, id) = (reg.cell_id.clone(), reg.server_id.clone());
+            let server = Arc::new(Server::new(reg, Some(version), catalog, &limits));
+            write(&proxy.inner.servers)
+                .entry(cell)
+                .or_default()
+                .insert(id, Arc::clone(&server));
+            proxy.spawn_supervisor(server);
+        }
+        Ok(proxy)
+    }
+
+    pub fn settings(&self) -> &ProxySettings {
+        &self.inner.settings
+    }
+
+    pub(crate) fn limits_of(&self, reg: &Registration) -> Limits {
+        reg.limits.resolve(&self.inner.settings.limits)
+    }
+
+    /// The registration `server_id` of `cell`, if it exists.
+    pub(crate) fn find(&self, cell: &str, server_id: &str) -> Option<Arc<Server>> {
+        read(&self.inner.servers)
+            .get(cell)
+            .and_then(|servers| servers.get(server_id))
+            .cloned()
+    }
+
+    pub(crate) fn server(&self, cell: &str, server_id: &str) -> Result<Arc<Server>, ProxyError> {
+        self.find(cell, server_id).ok_or_else(|| {
+            ProxyError::new(
+                MCP_SERVER_NOT_FOUND,
+                format!("no mcp server `{}` in cell `{cell}`", shown(server_id)),
+            )
+        })
+    }
+
+    fn servers_of(&self, cell: &str) -> Vec<Arc<Server>> {
+        let mut servers: Vec<Arc<Server>> = read(&self.inner.servers)
+            .get(cell)
+            .map(|servers| servers.values().cloned().collect())
+            .unwrap_or_default();
+        servers.sort_by_key(|s| {
+            let r = s.registration();
+            (r.display_name.clone(), r.server_id.clone())
+        });
+        servers
+    }
+
+    fn check_open(&self) -> Result<(), ProxyError> {
+        if self.inner.shutdown.is_cancelled() {
+            return Err(ProxyError::new(
+                MCP_SHUTTING_DOWN,
+                "the proxy is shutting down",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The view of one server.
+    pub(crate) fn view(&self, server: &Server) -> ServerView {
+        let reg = server.registration();
+        let health = lock(&server.health);
+        let catalog = server.cached();
+        ServerView {
+            limits: self.limits_of(&reg),
+            reg,
+            connection: health.status,
+            last_error: health.last_error.clone(),
+            cached_tool_count: catalog
+                .as_ref()
+                .map_or(0, |c| u32::try_from(c.len()).unwrap_or(u32::MAX)),
+            refreshed_at_unix_ms: catalog.as_ref().map_or(0, |c| c.refreshed_at_unix_ms()),
+        }
+    }
+
+    pub fn get_server(&self, cell_id: &str, server_id: &str) -> Result<ServerView, ProxyError> {
+        let cell = cell_or_default(cell_id)?;
+        let id = parse_server_id(server_id)?;
+        Ok(self.view(&*self.server(&cell, &id)?))
+    }
+
+    /// Creates or updates a registration, then (unless asked not to, or paused) connects and
+    /// discovers its tools. A failed discovery does not undo the registration: the view says
+    /// what failed.
+    pub async fn upsert(
+        &self,
+        input: UpsertInput,
+    ) -> Result<(ServerView, bool, Vec<Note>), ProxyError> {
+        self.check_open()?;
+        let cell = cell_or_default(&input.cell_id)?;
+        validate_display_name(&input.display_name)?;
+        if let Some(t) = &input.transport {
+            validate_transport(t)?;
+        }
+        if let Some(l) = &input.limits {
+            l.validate()?;
+        }
+        check_tool_permissions(&input.tool_permissions)?;
+        let guard = self.inner.admin.lock().await;
+        let existing = match &input.server_id {
+            Some(id) => {
+                let id = parse_server_id(id)?;
+                self.server(&cell, &id).ok().map(|s| (id, s))
+            }
+            None => None,
+        };
+        let taken = self.servers_of(&cell).into_iter().any(|s| {
+            let r = s.registration();
+            r.display_name == input.display_name
+                && existing.as_ref().is_none_or(|(id, _)| *id != r.server_id)
+        });
+        if taken {
+            return Err(ProxyError::new(
+                MCP_DUPLICATE_DISPLAY_NAME,
+                format!(
+                    "cell `{cell}` already has a server named `{}`",
+                    input.display_name
+                ),
+            ));
+        }
+        let now = now_ms();
+        let (server, created, reconnect) = match existing {
+            Some((_, server)) => {
+                let old = server.registration();
+                if let Some(expected) = input.expected_generation
+                    && expected != old.generation
+                {
+                    return Err(ProxyError::new(
+                        MCP_GENERATION_MISMATCH,
+                        format!(
+                            "server `{}` is at generation {}, not {expected}",
+                            old.server_id, old.generation
+                        ),
+                    ));
+                }
+                let mut reg = (*old).clone();
+                reg.display_name = input.display_name.clone();
+                if let Some(t) = input.transport.clone() {
+                    reg.transport = t;
+                }
+                if let Some(s) = input.state {
+                    reg.state = s;
+                }
+                if let Some(l) = input.limits {
+                    reg.limits = l;
+                }
+                if let Some(p) = input.default_permission {
+                    reg.default_permission = p;
+                }
+                reg.tool_permissions.extend(input.tool_permissions.clone());
+                check_tool_permissions(&reg.tool_permissions)?;
+                reg.generation += 1;
+                reg.updated_at_unix_ms = now;
+                let reconnect = reg.transport != old.transport || reg.limits != old.limits;
+                self.store_registration(&server, reg).await?;
+                (server, false, reconnect)
+            }
+            None => {
+                let Some(transport) = input.transport.clone() else {
+                    return Err(ProxyError::new(
+                        crate::error::MCP_INVALID_REGISTRATION,
+                        "a new registration needs a transport",
+                    ));
+                };
+                if self.servers_of(&cell).len() >= self.inner.settings.max_servers_per_cell {
+                    return Err(ProxyError::new(
+                        MCP_TOO_MANY_SERVERS,
+                        format!(
+                            "cell `{cell}` already has {} servers",
+                            self.inner.settings.max_servers_per_cell
+                        ),
+                    ));
+                }
+                let server_id = match &input.server_id {
+                    Some(id) => parse_server_id(id)?,
+                    None => uuid::Uuid::new_v4().hyphenated().to_string(),
+                };
+                let reg = Registration {
+                    format: REGISTRATION_FORMAT,
+                    cell_id: cell.clone(),
+                    server_id: server_id.clone(),
+                    display_name: input.display_name.clone(),
+                    transport,
+                    state: input.state.unwrap_or(ServerState::Active),
+                    limits: input.limits.unwrap_or_default(),
+                    // Tools stay off until an operator allows them (or sets another default).
+                    default_permission: input.default_permission.unwrap_or(McpPermission::Off),
+                    tool_permissions: input.tool_permissions.clone(),
+                    generation: 1,
+                    created_at_unix_ms: now,
+                    updated_at_unix_ms: now,
+                };
+                let version = self.inner.persist.put_registration(&reg, None).await?;
+                let limits = self.limits_of(&reg);
+                let server = Arc::new(Server::new(reg, Some(version), None, &limits));
+                write(&self.inner.servers)
+                    .entry(cell.clone())
+                    .or_default()
+                    .insert(server_id, Arc::clone(&server));
+                self.spawn_supervisor(Arc::clone(&server));
+                (server, true, false)
+            }
+        };
+        drop(guard);
+        let reg = server.registration();
+        if reconnect {
+            let limits = self.limits_of(&reg);
+            *write(&server.permits) = Arc::new(Semaphore::new(
+                usize::try_from(limits.max_concurrent_calls).unwrap_or(16),
+            ));
+            if let Some(conn) = server.conn.lock().await.take() {
+                conn.close().await;
+            }
+            server.set_health(ConnStatus::Disconnected, None);
+        }
+        server.changed.notify_one();
+        let mut warnings = Vec::new();
+        if !input.skip_refresh && reg.state == ServerState::Active {
+            match self.refresh_server(&server).await {
+                Ok(outcome) => warnings = outcome.warnings,
+                Err(e) => warnings.push(Note::new(e.code.code, e.message, reg.server_id.clone())),
+            }
+        }
+        Ok((self.view(&server), created, warnings))
+    }
+
+    async fn store_registration(
+        &self,
+        server: &Server,
+        reg: Registration,
+    ) -> Result<(), ProxyError> {
+        let expected = lock(&server.reg_version).clone();
+        let version = self
+            .inner
+            .persist
+            .put_registration(&reg, expected.as_ref())
+            .await?;
+        *lock(&server.reg_version) = Some(version);
+        *write(&server.reg) = Arc::new(reg);
+        Ok(())
+    }
+
+    /// Removes a registration: its connection is closed (a stdio child stopped and reaped), its
+    /// records deleted. Returns the ids of the tools that left the cache.
+    pub async fn deregister(
+        &self,
+        cell_id: &str,
+        server_id: &str,
+    ) -> Result<Vec<String>, ProxyError> {
+        let cell = cell_or_default(cell_id)?;
+        let id = parse_server_id(server_id)?;
+        let _guard = self.inner.admin.lock().await;
+        let server = self.server(&cell, &id)?;
+        self.inner.persist.delete_server(&cell, &id).await?;
+        {
+            let mut servers = write(&self.inner.servers);
+            if let Some(in_cell) = servers.get_mut(&cell) {
+                in_cell.remove(&id);
+                if in_cell.is_empty() {
+                    servers.remove(&cell);
+                }
+            }
+        }
+        server.removed.cancel();
+        if let Some(conn) = server.conn.lock().await.take() {
+            conn.close().await;
+        }
+        Ok(server
+            .cached()
+            .map(|c| {
+                c.tools()
+                    .iter()
+                    .map(|t| format!("mcp/{id}:{}", t.name))
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    /// Activates or pauses a server. A paused server's connection is closed once its in-flight
+    /// calls are done; an activated one is connected in the background.
+    pub async fn set_state(
+        &self,
+        cell_id: &str,
+        server_id: &str,
+        state: ServerState,
+    ) -> Result<ServerView, ProxyError> {
+        self.check_open()?;
+        let cell = cell_or_default(cell_id)?;
+        let id = parse_server_id(server_id)?;
+        let guard = self.inner.admin.lock().await;
+        let server = self.server(&cell, &id)?;
+        let old = server.registration();
+        if old.state != state {
+            let mut reg = (*old).clone();
+            reg.state = state;
+            reg.generation += 1;
+            reg.updated_at_unix_ms = now_ms();
+            self.store_registration(&server, reg).await?;
+        }
+        drop(guard);
+        server.changed.notify_one();
+        if state == ServerState::Paused {
+            let server = Arc::clone(&server);
+            let limits = self.limits_of(&old);
+            tokio::spawn(async move {
+                let permits = Arc::clone(&read(&server.permits));
+                let all = u32::try_from(permits.available_permits().max(1))
+                    .unwrap_or(1)
+                    .max(limits.max_concurrent_calls);
+                // Waits until no call is in flight (or the call timeout passes), then closes.
+                let _ = tokio::time::timeout(limits.call_timeout, permits.acquire_many(all)).await;
+                if server.registration().state == ServerState::Paused
+                    && let Some(conn) = server.conn.lock().await.take()
+                {
+                    conn.close().await;
+                    server.set_health(ConnStatus::Disconnected, None);
+                }
+            });
+        }
+        Ok(self.view(&server))
+    }
+
+    /// Sets one tool's permission; returns the tool's view when it is cached.
+    pub async fn set_permission(
+        &self,
+        cell_id: &str,
+        server_id: &str,
+        native: &str,
+        permission: McpPermission,
+    ) -> Result<Option<ToolView>, ProxyError> {
+        self.check_open()?;
+        let cell = cell_or_default(cell_id)?;
+        let id = parse_server_id(server_id)?;
+        ToolId::new(Provider::Mcp(id.clone()), native).map_err(|e| {
+            ProxyError::new(MCP_INVALID_REQUEST, format!("tool name: {}", e.message))
+        })?;
+        let _guard = self.inner.admin.lock().await;
+        let server = self.server(&cell, &id)?;
+        let mut reg = (*server.registration()).clone();
+        if reg.tool_permissions.get(native) != Some(&permission) {
+            reg.tool_permissions.insert(native.to_owned(), permission);
+            check_tool_permissions(&reg.tool_permissions)?;
+            reg.generation += 1;
+            reg.updated_at_unix_ms = now_ms();
+            self.store_registration(&server, reg).await?;
+        }
+        let reg = server.registration();
+        Ok(server.cached().and_then(|c| {
+            c.get(native).map(|entry| ToolView {
+                usability: usability(&reg, entry),
+                reg: Arc::clone(&reg),
+                native: native.to_owned(),
+                tool: Some(entry.tool.clone()),
+            })
+        }))
+    }
+
+    /// Re-discovers a server's tools.
+    pub async fn refresh(
+        &self,
+        cell_id: &str,
+        server_id: &str,
+    ) -> Result<(ServerView, RefreshOutcome), ProxyError> {
+        self.check_open()?;
+        let cell = cell_or_default(cell_id)?;
+        let id = parse_server_id(server_id)?;
+        let server = self.server(&cell, &id)?;
+        if server.registration().state == ServerState::Paused {
+            return Err(ProxyError::new(
+                MCP_SERVER_PAUSED,
+                format!("server `{id}` is paused; activate it to refresh"),
+            ));
+        }
+        let outcome = self.refresh_server(&server).await?;
+        Ok((self.view(&server), outcome))
+    }
+
+    /// Lists every page of `tools/list` into a new catalog and stores it; on failure the old
+    /// catalog stays.
+    pub(crate) async fn refresh_server(
+        &self,
+        server: &Arc<Server>,
+    ) -> Result<RefreshOutcome, ProxyError> {
+        let _one = server.refresh.lock().await;
+        let reg = server.registration();
+        let limits = self.limits_of(&reg);
+        let conn = self.connection(server, true).await?;
+        let mut builder =
+            CatalogBuilder::new(&reg.server_id, limits.max_tools, limits.max_catalog_bytes);
+        let discovery = async {
+            let mut cursor: Option<String> = None;
+            for _ in 0..MAX_PAGES {
+                let params =
+                    rmcp::model::PaginatedRequestParams::default().with_cursor(cursor.take());
+                let page = conn.peer.list_tools(Some(params)).await?;
+                for tool in &page.tools {
+                    if let Ok(v) = serde_json::to_value(tool) {
+                        builder.add(&v);
+                    }
+                    if builder.is_full() {
+                        return Ok(());
+                    }
+                }
+                match page.next_cursor {
+                    Some(next) if !next.is_empty() => cursor = Some(next),
+                    _ => return Ok(()),
+                }
+            }
+            builder.pages_exhausted();
+            Ok::<(), rmcp::ServiceError>(())
+        };
+        let listed = tokio::time::timeout(limits.call_timeout, discovery).await;
+        let failure = match listed {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) if !conn.is_alive() => Some(format!(
+                "listing tools failed: {e}; {}",
+                conn.death_reason()
+            )),
+            Ok(Err(e)) => Some(format!("listing tools failed: {e}")),
+            Err(_) => Some(format!(
+                "listing tools took longer than {} ms",
+                limits.call_timeout.as_millis()
+            )),
+        };
+        if let Some(why) = failure {
+            let message = format!("server `{}` ({}): {why}", reg.display_name, reg.server_id);
+            let status = lock(&server.health).status;
+            server.set_health(status, Some(message.clone()));
+            return Err(ProxyError::new(MCP_DISCOVERY_FAILED, message));
+        }
+        let catalog = builder.finish(now_ms());
+        let known = lock(&server.catalog_version).clone();
+        let expected = match known {
+            Some(v) => Some(v),
+            None => {
+                self.inner
+                    .persist
+                    .catalog_version(&reg.cell_id, &reg.server_id)
+                    .await?
+            }
+        };
+        if server.removed.is_cancelled() {
+            return Err(ProxyError::new(
+                MCP_SERVER_NOT_FOUND,
+                format!("server `{}` was removed during discovery", reg.server_id),
+            ));
+        }
+        let version = self
+            .inner
+            .persist
+            .put_catalog(
+                &reg.cell_id,
+                &reg.server_id,
+                catalog.stored(),
+                expected.as_ref(),
+            )
+            .await?;
+        let old: HashSet<String> = server
+            .cached()
+            .map(|c| c.tools().iter().map(|t| t.name.clone()).collect())
+            .unwrap_or_default();
+        let new: HashSet<String> = catalog.tools().iter().map(|t| t.name.clone()).collect();
+        let id = |n: &str| format!("mcp/{}:{n}", reg.server_id);
+        let outcome = RefreshOutcome {
+            added: catalog
+                .tools()
+                .iter()
+                .filter(|t| !old.contains(&t.name))
+                .map(|t| id(&t.name))
+                .collect(),
+            removed: {
+                let mut r: Vec<String> = old
+                    .iter()
+                    .filter(|n| !new.contains(n.as_str()))
+                    .map(|n| id(n))
+                    .collect();
+                r.sort();
+                r
+            },
+            warnings: catalog.warnings().to_vec(),
+        };
+        *lock(&server.catalog_version) = Some(version);
+        *write(&server.catalog) = Some(Arc::new(catalog));
+        tracing::info!(server_id = %reg.server_id, display_name = %reg.display_name, tools = new.len(), "mcp tools discovered");
+        Ok(outcome)
+    }
+
+    /// A live connection, connecting if there is none. With `force`, a running reconnect backoff
+    /// is ignored (an operator's refresh); calls respect it and fail fast instead.
+    pub(crate) async fn connection(
+        &self,
+        server: &Arc<Server>,
+        force: bool,
+    ) -> Result<Arc<Connection>, ProxyError> {
+        // The common case, a live connection nobody else is touching, without queueing on the
+        // async lock.
+        if let Ok(slot) = server.conn.try_lock()
+            && let Some(conn) = slot.as_ref()
+            && conn.is_alive()
+        {
+            return Ok(Arc::clone(conn));
+        }
+        let mut slot = server.conn.lock().await;
+        if let Some(conn) = slot.as_ref() {
+            if conn.is_alive() {
+                return Ok(Arc::clone(conn));
+            }
+            let reason = conn.death_reason();
+            if let Some(dead) = slot.take() {
+                dead.close().await;
+            }
+            server.set_health(ConnStatus::Disconnected, Some(reason));
+        }
+        if server.removed.is_cancelled() || self.inner.shutdown.is_cancelled() {
+            return Err(ProxyError::new(
+                MCP_SHUTTING_DOWN,
+                "the server or the proxy is shutting down",
+            ));
+        }
+        if !force {
+            let h = lock(&server.health);
+            if let Some(at) = h.retry_at
+                && at > Instant::now()
+            {
+                return Err(ProxyError::new(
+                    MCP_CONNECTION_FAILED,
+                    format!(
+                        "reconnecting after {} failed attempts (next in {} ms): {}",
+                        h.failures,
+                        at.saturating_duration_since(Instant::now()).as_millis(),
+                        h.last_error
+                    ),
+                ));
+            }
+        }
+        let reg = server.registration();
+        let limits = self.limits_of(&reg);
+        server.set_health(ConnStatus::Connecting, None);
+        match connect(&reg, &limits).await {
+            Ok(conn) => {
+                let conn = Arc::new(conn);
+                *slot = Some(Arc::clone(&conn));
+                let mut h = lock(&server.health);
+                h.status = ConnStatus::Connected;
+                h.last_error.clear();
+                h.failures = 0;
+                h.retry_at = None;
+                tracing::info!(server_id = %reg.server_id, display_name = %reg.display_name, server = %conn.server_info, "mcp server connected");
+                Ok(conn)
+            }
+            Err(e) => {
+                let mut h = lock(&server.health);
+                h.status = ConnStatus::Failed;
+                h.last_error = e.message.clone();
+                h.failures = h.failures.saturating_add(1);
+                h.retry_at = Some(Instant::now() + self.backoff(h.failures));
+                tracing::warn!(server_id = %reg.server_id, error = %e, failures = h.failures, "mcp server connection failed");
+                Err(e)
+            }
+        }
+    }
+
+    fn backoff(&self, failures: u32) -> Duration {
+        let s = &self.inner.settings;
+        let exp = failures.saturating_sub(1).min(20);
+        Duration::from_millis(
+            s.reconnect_initial_ms
+                .saturating_mul(1u64 << exp)
+                .min(s.reconnect_max_ms),
+        )
+    }
+
+    /// Keeps an active server connected: connects at start, and after the connection dies waits
+    /// out the backoff and reconnects. A server with no cached catalog is discovered once
+    /// connected.
+    fn spawn_supervisor(&self, server: Arc<Server>) {
+        let proxy = self.clone();
+        tokio::spawn(async move {
+            loop {
+                if server.removed.is_cancelled() || proxy.inner.shutdown.is_cancelled() {
+                    return;
+                }
+                let notified = server.changed.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if server.registration().state == ServerState::Paused {
+                    tokio::select! {
+                        () = &mut notified => {}
+                        () = server.removed.cancelled() => return,
+                        () = proxy.inner.shutdown.cancelled() => return,
+                    }
+                    continue;
+                }
+                let current = server.conn.lock().await.clone();
+                if let Some(conn) = current.filter(|c| c.is_alive()) {
+                    tokio::select! {
+                        () = conn.dead.cancelled() => {
+                            let reason = conn.death_reason();
+                            tracing::warn!(server_id = %server.registration().server_id, reason = %reason, "mcp server connection lost");
+                            server.set_health(ConnStatus::Disconnected, Some(reason));
+                        }
+                        () = &mut notified => {}
+                        () = server.removed.cancelled() => return,
+                        () = proxy.inner.shutdown.cancelled() => return,
+                    }
+                    continue;
+                }
+                let wait = lock(&server.health)
+                    .retry_at
+                    .map(|at| at.saturating_duration_since(Instant::now()))
+                    .unwrap_or_default();
+                if !wait.is_zero() {
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        () = &mut notified => {}
+                        () = server.removed.cancelled() => return,
+                        () = proxy.inner.shutdown.cancelled() => return,
+                    }
+                    continue;
+                }
+                match proxy.connection(&server, false).await {
+                    Ok(_) if server.cached().is_none() => {
+                        if let Err(e) = proxy.refresh_server(&server).await {
+                            tracing::warn!(error = %e, "discovery after connect failed");
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => {}
+                }
+            }
+        });
+    }
+
+    /// Registrations of a cell, ordered by display name, a page at a time.
+    pub fn list_servers(
+        &self,
+        cell_id: &str,
+        page_size: u32,
+        page_token: &str,
+    ) -> Result<(Vec<ServerView>, String), ProxyError> {
+        let cell = cell_or_default(cell_id)?;
+        let size = page_len(page_size);
+        let after = decode_token(page_token)?;
+        let servers = self.servers_of(&cell);
+        let start = match &after {
+            Some((name, _)) => servers
+                .iter()
+                .position(|s| s.registration().display_name.as_str() > name.as_str())
+                .unwrap_or(servers.len()),
+            None => 0,
+        };
+        let page: Vec<ServerView> = servers
+            .iter()
+            .skip(start)
+            .take(size)
+            .map(|s| self.view(s))
+            .collect();
+        let next = if start + page.len() < servers.len() {
+            page.last()
+                .map(|v| encode_token(&v.reg.display_name, 0))
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        Ok((page, next))
+    }
+
+    /// Cached tools of a cell from memory only, ordered by server display name, then the
+    /// server's listing order. Unusable tools (and permissions stored for tools not in the cache)
+    /// only when asked for.
+    pub fn list_cached_tools(
+        &self,
+        cell_id: &str,
+        server_ids: &[String],
+        include_unusable: bool,
+        query: &str,
+        page_size: u32,
+        page_token: &str,
+    ) -> Result<(Vec<ToolView>, String), ProxyError> {
+        let cell = cell_or_default(cell_id)?;
+        let filter: Vec<String> = server_ids
+            .iter()
+            .map(|s| parse_server_id(s))
+            .collect::<Result<_, _>>()?;
+        if query.len() > 1024 {
+            return Err(ProxyError::new(
+                MCP_INVALID_REQUEST,
+                "query over 1024 bytes",
+            ));
+        }
+        let size = page_len(page_size);
+        let resume = decode_token(page_token)?;
+        let query = query.to_lowercase();
+        let mut out = Vec::new();
+        for server in self.servers_of(&cell) {
+            let reg = server.registration();
+            if !filter.is_empty() && !filter.contains(&reg.server_id) {
+                continue;
+            }
+            let skip = match &resume {
+                Some((name, _)) if reg.display_name.as_str() < name.as_str() => continue,
+                Some((name, index)) if *name == reg.display_name => *index,
+                _ => 0,
+            };
+            let catalog = server.cached();
+            let mut entries: Vec<ToolView> = catalog
+                .iter()
+                .flat_map(|c| c.entries())
+                .map(|entry| ToolView {
+                    usability: usability(&reg, entry),
+                    reg: Arc::clone(&reg),
+                    native: entry.tool.name.clone(),
+                    tool: Some(entry.tool.clone()),
+                })
+                .collect();
+            for (name, permission) in &reg.tool_permissions {
+                if catalog.as_ref().is_none_or(|c| c.get(name).is_none()) {
+                    entries.push(ToolView {
+                        usability: Usability {
+                            permission: *permission,
+                            omit: Some(toolplane_core::catalog::OmitReason::NotCached),
+                            notes: vec![Note::new(
+                                crate::error::MCP_NO_CACHE.code,
+                                format!(
+                                    "permission {permission:?} is stored for `{}`, but it is not in the cached tool list",
+                                    shown(name)
+                                )
+                                .to_lowercase(),
+                                format!("mcp/{}:{name}", reg.server_id),
+                            )],
+                        },
+                        reg: Arc::clone(&reg),
+                        native: name.clone(),
+                        tool: None,
+                    });
+                }
+            }
+            for (index, entry) in entries.into_iter().enumerate().skip(skip) {
+                if !include_unusable && !entry.usable() {
+                    continue;
+                }
+                if !query.is_empty() && !matches_query(&entry, &query) {
+                    continue;
+                }
+                if out.len() == size {
+                    return Ok((out, encode_token(&reg.display_name, index)));
+                }
+                out.push(entry);
+            }
+        }
+        Ok((out, String::new()))
+    }
+
+    /// Closes every connection (stdio children stopped and reaped) and refuses new work.
+    pub async fn shutdown(&self) {
+        self.inner.shutdown.cancel();
+        let servers: Vec<Arc<Server>> = read(&self.inner.servers)
+            .values()
+            .flat_map(|in_cell| in_cell.values().cloned())
+            .collect();
+        let closing = servers.into_iter().map(|server| async move {
+            if let Some(conn) = server.conn.lock().await.take() {
+                conn.close().await;
+            }
+        });
+        futures::future::join_all(closing).await;
+    }
+}
+
+fn matches_query(entry: &ToolView, query: &str) -> bool {
+    let hit = |s: &str| s.to_lowercase().contains(query);
+    hit(&entry.native)
+        || entry.tool.as_ref().is_some_and(|t| {
+            t.title.as_deref().is_some_and(hit) || t.description.as_deref().is_some_and(hit)
+        })
+}
+
+fn check_tool_permissions(p: &BTreeMap<String, McpPermission>) -> Result<(), ProxyError> {
+    if p.len() > MAX_TOOL_PERMISSIONS {
+        return Err(ProxyError::new(
+            crate::error::MCP_INVALID_REGISTRATION,
+            format!("more than {MAX_TOOL_PERMISSIONS} tool permissions"),
+        ));
+    }
+    if let Some(bad) = p
+        .keys()
+        .find(|n| n.is_empty() || n.len() > toolplane_core::id::MAX_NATIVE_LEN)
+    {
+        return Err(ProxyError::new(
+            crate::error::MCP_INVALID_REGISTRATION,
+            format!(
+                "tool permission for `{}`: not a valid tool name",
+                shown(bad)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn page_len(page_size: u32) -> usize {
+    match page_size {
+        0 => 100,
+        n => usize::try_from(n.min(1000)).unwrap_or(1000),
+    }
+}
+
+/// Page tokens: hex of `<display name>\n<index>`, opaque to callers.
+fn encode_token(name: &str, index: usize) -> String {
+    format!("{name}\n{index}")
+        .bytes()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn decode_token(token: &str) -> Result<Option<(String, usize)>, ProxyError> {
+    if token.is_empty() {
+        return Ok(None);
+    }
+    let bad = || {
+        ProxyError::new(
+            MCP_INVALID_REQUEST,
+            "page token is not one this proxy issued",
+        )
+    };
+    if token.len() > 512 || !token.len().is_multiple_of(2) {
+        return Err(bad());
+    }
+    let bytes: Vec<u8> = (0..token.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(token.get(i..i + 2).unwrap_or("zz"), 16))
+        .collect::<Result<_, _>>()
+        .map_err(|_| bad())?;
+    let text = String::from_utf8(bytes).map_err(|_| bad())?;
+    let (name, index) = text.rsplit_once('\n').ok_or_else(bad)?;
+    Ok(Some((name.to_owned(), index.parse().map_err(|_| bad())?)))
+}

@@ -1,0 +1,87 @@
+//! Runtime configuration: where it listens, where its peers are, and the rules it enforces.
+//!
+//! Read from a TOML file and overridden by flags / `TOOLPLANE_RUNTIME_*` environment variables in
+//! `main.rs`; the library takes the resolved [`RuntimeConfig`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use toolplane_core::governance::HardlineRules;
+
+/// Everything the runtime needs to serve.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, rename_all = "snake_case", deny_unknown_fields)]
+pub struct RuntimeConfig {
+    /// gRPC listen address; loopback unless configured otherwise.
+    pub listen: SocketAddr,
+    /// The catalog service (profiles, policies, tools).
+    pub catalog_url: String,
+    /// The workspace service (storage RPCs and its `ToolExecutor`).
+    pub workspace_url: String,
+    /// The mcp-proxy's `ToolExecutor`.
+    pub mcp_proxy_url: String,
+    /// The runtime's own state (run and invocation records).
+    pub data_dir: PathBuf,
+    /// Paths and argument fragments no call may use.
+    pub hardline: HardlineRules,
+    /// A host-driven invocation with no request for this long is closed.
+    #[serde(with = "secs")]
+    pub invocation_idle_timeout: Duration,
+    /// Default deadline of a call to an external tool host or the mcp-proxy.
+    #[serde(with = "secs")]
+    pub executor_timeout: Duration,
+    /// Default per-attempt timeout of a model call.
+    #[serde(with = "secs")]
+    pub model_timeout: Duration,
+    /// Default retries of a model call on timeouts, 429 and 5xx.
+    pub model_max_retries: u32,
+    /// First backoff between model retries; doubles each attempt.
+    #[serde(with = "millis")]
+    pub model_retry_backoff: Duration,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7410)),
+            catalog_url: "http://127.0.0.1:7420".into(),
+            workspace_url: "http://127.0.0.1:7430".into(),
+            mcp_proxy_url: "http://127.0.0.1:7440".into(),
+            data_dir: PathBuf::from(".toolplane/runtime"),
+            hardline: HardlineRules::default(),
+            invocation_idle_timeout: Duration::from_secs(30 * 60),
+            executor_timeout: Duration::from_secs(60),
+            model_timeout: Duration::from_secs(120),
+            model_max_retries: 3,
+            model_retry_backoff: Duration::from_millis(500),
+        }
+    }
+}
+
+mod secs {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_secs())
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_secs)
+    }
+}
+
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
+}

@@ -1,0 +1,214 @@
+//! Runtime-control tools (seed 000 §7): `dice.roll`, `workspace.commit`, `workspace.finish`, and
+//! the agent tools (`agent.*`, `task.return`), executed by the runtime itself.
+//!
+//! `workspace.commit` reads nothing itself: the workspace service publishes the file into the chat
+//! store (`CommitRunMessage`). `workspace.finish` enforces the foreground commit rule and marks the
+//! invocation finished; the run's end (persist promotion, `run_completed`) happens after the turn.
+
+use serde_json::{Map, Value, json};
+use toolplane_core::builtin;
+use toolplane_core::dice::DiceRoll;
+use toolplane_core::error as codes;
+use toolplane_core::invocation::ToolInvocation;
+use toolplane_core::result::AgentToolResult;
+use toolplane_proto::v1 as pb;
+
+use crate::error::{RuntimeError, status_code_prefix};
+use crate::pipeline::{Dispatched, Outcome};
+use crate::runtime::Runtime;
+use crate::state::{Invocation, InvocationInner, RunMode};
+
+/// What a runtime-control call did beyond its result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    None,
+    Committed {
+        path: String,
+        message_id: String,
+        auto: bool,
+    },
+    Wrote {
+        path: String,
+        kind: &'static str,
+    },
+    Finished,
+    Returned,
+    HandedOff,
+}
+
+fn done(result: AgentToolResult, effect: Effect) -> Result<Dispatched, RuntimeError> {
+    Ok(Dispatched {
+        result,
+        outcome: Outcome::Known,
+        raw: None,
+        effect,
+    })
+}
+
+pub async fn execute(
+    rt: &Runtime,
+    inv: &Invocation,
+    inner: &mut InvocationInner,
+    call: &ToolInvocation,
+    args: &Map<String, Value>,
+) -> Result<Dispatched, RuntimeError> {
+    let native = call.tool_id.native();
+    match native {
+        builtin::DICE_ROLL => {
+            let notation = args.get("notation").and_then(Value::as_str).unwrap_or("");
+            match DiceRoll::parse(notation) {
+                Ok(roll) => {
+                    let outcome = roll.roll(|sides| rand::random_range(1..=sides));
+                    let structured = serde_json::to_value(&outcome).unwrap_or(Value::Null);
+                    done(
+                        AgentToolResult::ok(call, outcome.describe()).with_structured(structured),
+                        Effect::None,
+                    )
+                }
+                Err(e) => done(AgentToolResult::from_error(call, &e), Effect::None),
+            }
+        }
+        builtin::WORKSPACE_COMMIT => {
+            let root = inner.snapshot.workspace.message_artifact_root.clone();
+            let path = args
+                .get("path")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .unwrap_or_else(|| format!("{root}main.md"));
+            let append = args.get("mode").and_then(Value::as_str) == Some("append");
+            match commit(rt, inv, &path, append).await? {
+                Ok((message_id, chars)) => {
+                    inv.run.update(|r| r.committed = true);
+                    rt.persist_run(&inv.run).await?;
+                    let text = format!(
+                        "Committed `{path}` to the chat message ({chars} characters). You can keep revising and commit again; when everything is done, call `{}`.",
+                        inner
+                            .snapshot
+                            .builtin(builtin::WORKSPACE_FINISH)
+                            .map(|b| b.alias.to_string())
+                            .unwrap_or_else(|| "workspace_finish".into())
+                    );
+                    done(
+                        AgentToolResult::ok(call, text).with_structured(json!({"path": path, "messageId": message_id, "mode": if append { "append" } else { "replace" }})),
+                        Effect::Committed { path, message_id, auto: false },
+                    )
+                }
+                Err(refused) => {
+                    let mut r = AgentToolResult::ok(call, refused.message);
+                    r.is_error = true;
+                    r.error_code = Some(refused.code);
+                    done(r, Effect::None)
+                }
+            }
+        }
+        builtin::WORKSPACE_FINISH => {
+            let record = inv.run.snapshot();
+            if record.mode == RunMode::Foreground && !record.committed {
+                let commit = inner
+                    .snapshot
+                    .builtin(builtin::WORKSPACE_COMMIT)
+                    .map(|b| b.alias.to_string())
+                    .unwrap_or_else(|| "workspace_commit".into());
+                return done(
+                    AgentToolResult::error(
+                        call,
+                        codes::WORKSPACE_COMMIT_REQUIRED,
+                        format!(
+                            "this run's answer has not been committed yet: call `{commit}` first, then finish"
+                        ),
+                    ),
+                    Effect::None,
+                );
+            }
+            let summary = args
+                .get("summary")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            done(
+                AgentToolResult::ok(call, "Finished. The run is wrapping up.")
+                    .with_structured(json!({"summary": summary})),
+                Effect::Finished,
+            )
+        }
+        builtin::TASK_RETURN
+        | builtin::AGENT_LIST
+        | builtin::AGENT_DELEGATE
+        | builtin::AGENT_AWAIT
+        | builtin::AGENT_HANDOFF => done(
+            AgentToolResult::error(
+                call,
+                codes::AGENT_UNAVAILABLE,
+                format!(
+                    "`{native}` is not available in this plane: delegation and handoff are not enabled"
+                ),
+            ),
+            Effect::None,
+        ),
+        other => Err(RuntimeError::new(
+            codes::TOOL_RESULT_IDENTITY_MISMATCH,
+            format!("`{other}` is not a runtime-control tool"),
+        )),
+    }
+}
+
+/// A commit the workspace refused for a reason the model can fix (missing file, a directory, not
+/// text, empty): its code and message.
+#[derive(Debug, Clone)]
+pub struct CommitRefused {
+    pub code: String,
+    pub message: String,
+}
+
+/// Publishes a workspace file into the run's chat message. Returns the message id and the number of
+/// characters committed, or the workspace's recoverable refusal; unavailability is a system failure.
+pub async fn commit(
+    rt: &Runtime,
+    inv: &Invocation,
+    path: &str,
+    append: bool,
+) -> Result<Result<(String, usize), CommitRefused>, RuntimeError> {
+    let record = inv.run.snapshot();
+    let req = pb::CommitRunMessageRequest {
+        run_id: record.run_id.clone(),
+        source_path: path.to_owned(),
+        mode: if append {
+            pb::CommitMode::Append as i32
+        } else {
+            pb::CommitMode::Replace as i32
+        },
+        expected_source_sha256: None,
+        epoch: record.epoch,
+        cell_id: record.cell_id.clone(),
+    };
+    match rt.peers.workspace().commit_run_message(req).await {
+        Ok(resp) => {
+            let m = resp.into_inner().message.unwrap_or_default();
+            Ok(Ok((m.message_id, m.content.chars().count())))
+        }
+        Err(status) => match status.code() {
+            tonic::Code::Unavailable
+            | tonic::Code::Internal
+            | tonic::Code::Unknown
+            | tonic::Code::DataLoss
+            | tonic::Code::Unauthenticated
+            | tonic::Code::PermissionDenied => Err(RuntimeError::dependency(format!(
+                "committing `{path}` failed: {}",
+                status.message()
+            ))),
+            _ => {
+                let code = status_code_prefix(&status)
+                    .unwrap_or("workspace.commit_failed")
+                    .to_owned();
+                let message = status
+                    .message()
+                    .split_once(": ")
+                    .map(|(_, m)| m)
+                    .unwrap_or(status.message());
+                Ok(Err(CommitRefused {
+                    code,
+                    message: format!("cannot commit `{path}`: {message}"),
+                }))
+            }
+        },
+    }
+}

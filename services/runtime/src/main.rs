@@ -1,0 +1,112 @@
+//! `toolplane-runtime`: the runtime service as its own process. Reads a TOML config file (if
+//! given), applies flags and `TOOLPLANE_RUNTIME_*` environment overrides, starts telemetry, serves
+//! until SIGINT / SIGTERM and shuts down gracefully.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+use toolplane_runtime::RuntimeConfig;
+
+#[derive(Debug, Parser)]
+#[command(name = "toolplane-runtime", about = "The toolplane runtime service")]
+struct Args {
+    /// TOML config file (see docs/runtime.md).
+    #[arg(long, env = "TOOLPLANE_RUNTIME_CONFIG")]
+    config: Option<PathBuf>,
+    /// Listen address (default 127.0.0.1:7410).
+    #[arg(long, env = "TOOLPLANE_RUNTIME_LISTEN")]
+    listen: Option<SocketAddr>,
+    #[arg(long, env = "TOOLPLANE_CATALOG_URL")]
+    catalog_url: Option<String>,
+    #[arg(long, env = "TOOLPLANE_WORKSPACE_URL")]
+    workspace_url: Option<String>,
+    #[arg(long, env = "TOOLPLANE_MCP_PROXY_URL")]
+    mcp_proxy_url: Option<String>,
+    /// Directory of the runtime's own state.
+    #[arg(long, env = "TOOLPLANE_RUNTIME_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+}
+
+fn load(args: &Args) -> Result<RuntimeConfig, String> {
+    let mut cfg = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("reading {}: {e}", path.display()))?;
+            toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        None => RuntimeConfig::default(),
+    };
+    if let Some(v) = args.listen {
+        cfg.listen = v;
+    }
+    if let Some(v) = &args.catalog_url {
+        cfg.catalog_url = v.clone();
+    }
+    if let Some(v) = &args.workspace_url {
+        cfg.workspace_url = v.clone();
+    }
+    if let Some(v) = &args.mcp_proxy_url {
+        cfg.mcp_proxy_url = v.clone();
+    }
+    if let Some(v) = &args.data_dir {
+        cfg.data_dir = v.clone();
+    }
+    Ok(cfg)
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    let cfg = match load(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("toolplane-runtime: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let telemetry = match toolplane_telemetry::init(
+        toolplane_telemetry::TelemetryConfig::new("toolplane-runtime")
+            .with_service_version(env!("CARGO_PKG_VERSION")),
+    ) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("toolplane-runtime: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let server = match toolplane_runtime::start(cfg).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("toolplane-runtime: {e}");
+            return std::process::ExitCode::from(1);
+        }
+    };
+    println!("toolplane-runtime listening on {}", server.addr);
+    shutdown_signal().await;
+    server.shutdown().await;
+    drop(telemetry);
+    std::process::ExitCode::SUCCESS
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

@@ -1,0 +1,95 @@
+//! gRPC clients of the runtime's peers: the catalog, the workspace service, the mcp-proxy and
+//! external tool hosts. Channels connect lazily and carry W3C trace context; one channel per
+//! endpoint is shared by all calls (tonic channels multiplex).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint};
+use toolplane_proto::v1::profile_service_client::ProfileServiceClient;
+use toolplane_proto::v1::tool_executor_client::ToolExecutorClient;
+use toolplane_proto::v1::workspace_service_client::WorkspaceServiceClient;
+use toolplane_telemetry::TraceContextInterceptor;
+
+use crate::config::RuntimeConfig;
+use crate::error::RuntimeError;
+
+pub type Traced = InterceptedService<Channel, TraceContextInterceptor>;
+
+/// Largest message the runtime accepts from a peer.
+const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct Peers {
+    catalog: Channel,
+    workspace: Channel,
+    mcp_proxy: Channel,
+    external: Arc<Mutex<HashMap<String, Channel>>>,
+}
+
+fn channel(url: &str) -> Result<Channel, RuntimeError> {
+    Ok(Endpoint::from_shared(url.to_owned())
+        .map_err(|e| RuntimeError::invalid(format!("`{url}` is not a valid endpoint: {e}")))?
+        .tcp_nodelay(true)
+        .connect_timeout(Duration::from_secs(5))
+        .connect_lazy())
+}
+
+impl Peers {
+    pub fn new(cfg: &RuntimeConfig) -> Result<Self, RuntimeError> {
+        Ok(Peers {
+            catalog: channel(&cfg.catalog_url)?,
+            workspace: channel(&cfg.workspace_url)?,
+            mcp_proxy: channel(&cfg.mcp_proxy_url)?,
+            external: Arc::new(Mutex::new(HashMap::new())),
+        })
+    }
+
+    pub fn profiles(&self) -> ProfileServiceClient<Traced> {
+        ProfileServiceClient::with_interceptor(self.catalog.clone(), TraceContextInterceptor)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    pub fn workspace(&self) -> WorkspaceServiceClient<Traced> {
+        WorkspaceServiceClient::with_interceptor(self.workspace.clone(), TraceContextInterceptor)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    pub fn workspace_executor(&self) -> ToolExecutorClient<Traced> {
+        ToolExecutorClient::with_interceptor(self.workspace.clone(), TraceContextInterceptor)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    pub fn mcp_executor(&self) -> ToolExecutorClient<Traced> {
+        ToolExecutorClient::with_interceptor(self.mcp_proxy.clone(), TraceContextInterceptor)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    /// The executor of an external host; channels are cached per endpoint.
+    pub fn external_executor(
+        &self,
+        endpoint: &str,
+    ) -> Result<ToolExecutorClient<Traced>, RuntimeError> {
+        let ch = {
+            let mut map = self
+                .external
+                .lock()
+                .map_err(|_| RuntimeError::dependency("executor channel table poisoned"))?;
+            match map.get(endpoint) {
+                Some(c) => c.clone(),
+                None => {
+                    let c = channel(endpoint)?;
+                    map.insert(endpoint.to_owned(), c.clone());
+                    c
+                }
+            }
+        };
+        Ok(
+            ToolExecutorClient::with_interceptor(ch, TraceContextInterceptor)
+                .max_decoding_message_size(MAX_MESSAGE_BYTES),
+        )
+    }
+}

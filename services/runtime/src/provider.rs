@@ -1,0 +1,395 @@
+//! Model endpoints for the runtime-driven loop (FEATURES P2): OpenAI-compatible Chat Completions
+//! (also vLLM, Ollama, llama.cpp servers), Anthropic Messages, Gemini `generateContent`, and a
+//! scripted provider that replays a file of model turns for offline runs and tests.
+//!
+//! A provider only moves bytes: request bodies are assembled from the provider-native history and
+//! the turn's tool fields (`toolplane-model` owns the wire formats), and the response body is
+//! returned as text for the caller to store and decode. Whether a failure is worth retrying is
+//! decided here (timeouts, connection errors, 429 and 5xx are; other statuses are not).
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use toolplane_core::profile::{ModelEndpoint as ProfileEndpoint, ModelKind};
+use toolplane_model::ProviderFormat;
+use toolplane_proto::v1 as pb;
+
+/// Largest response body accepted from a model endpoint.
+pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+
+/// A model endpoint, resolved from the run spec or the profile.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    pub kind: ModelKind,
+    pub base_url: String,
+    pub model: String,
+    pub api_key: Option<String>,
+    pub timeout: Duration,
+    pub max_retries: u32,
+    pub max_output_tokens: Option<u32>,
+    pub temperature: Option<f64>,
+    pub extra_body: Map<String, Value>,
+    pub headers: Vec<(String, String)>,
+    pub script: Option<Vec<Value>>,
+}
+
+impl Endpoint {
+    pub fn format(&self) -> ProviderFormat {
+        match self.kind {
+            ModelKind::OpenaiCompatible | ModelKind::Scripted => ProviderFormat::OpenAiChat,
+            ModelKind::Anthropic => ProviderFormat::AnthropicMessages,
+            ModelKind::Gemini => ProviderFormat::Gemini,
+        }
+    }
+
+    /// From a run spec's endpoint.
+    pub fn from_pb(
+        e: &pb::ModelEndpoint,
+        default_timeout: Duration,
+        default_retries: u32,
+    ) -> Result<Endpoint, String> {
+        let kind = match pb::ModelEndpointKind::try_from(e.kind)
+            .unwrap_or(pb::ModelEndpointKind::Unspecified)
+        {
+            pb::ModelEndpointKind::OpenaiCompatible => ModelKind::OpenaiCompatible,
+            pb::ModelEndpointKind::Anthropic => ModelKind::Anthropic,
+            pb::ModelEndpointKind::Gemini => ModelKind::Gemini,
+            pb::ModelEndpointKind::Scripted => ModelKind::Scripted,
+            pb::ModelEndpointKind::Unspecified => {
+                return Err("the model endpoint needs a kind".into());
+            }
+        };
+        let extra_body = match e
+            .extra_body_json
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            Some(text) => match serde_json::from_str::<Value>(text) {
+                Ok(Value::Object(m)) => m,
+                _ => return Err("extra_body_json must be a JSON object".into()),
+            },
+            None => Map::new(),
+        };
+        let script = match kind {
+            ModelKind::Scripted => Some(parse_script(e.script_json.as_deref().unwrap_or(""))?),
+            _ => None,
+        };
+        if kind != ModelKind::Scripted && e.base_url.is_empty() {
+            return Err("the model endpoint needs a base_url".into());
+        }
+        let api_key = match &e.api_key_env {
+            Some(var) if !var.is_empty() => Some(std::env::var(var).map_err(|_| {
+                format!("the environment variable `{var}` holding the api key is not set")
+            })?),
+            _ => None,
+        };
+        Ok(Endpoint {
+            kind,
+            base_url: e.base_url.trim_end_matches('/').to_owned(),
+            model: e.model.clone(),
+            api_key,
+            timeout: if e.timeout_ms == 0 {
+                default_timeout
+            } else {
+                Duration::from_millis(e.timeout_ms)
+            },
+            max_retries: e.max_retries.unwrap_or(default_retries).min(10),
+            max_output_tokens: e.max_output_tokens,
+            temperature: e.temperature,
+            extra_body,
+            headers: e
+                .headers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            script,
+        })
+    }
+
+    /// From a profile's endpoint (delegated children and handoff targets use these).
+    pub fn from_profile(
+        e: &ProfileEndpoint,
+        default_timeout: Duration,
+        default_retries: u32,
+    ) -> Result<Endpoint, String> {
+        let script = match (&e.kind, &e.script) {
+            (ModelKind::Scripted, Some(path)) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|err| format!("reading the script `{path}`: {err}"))?;
+                Some(parse_script(&text)?)
+            }
+            _ => None,
+        };
+        let api_key = match &e.api_key_env {
+            Some(var) => Some(std::env::var(var).map_err(|_| {
+                format!("the environment variable `{var}` holding the api key is not set")
+            })?),
+            None => None,
+        };
+        Ok(Endpoint {
+            kind: e.kind,
+            base_url: e
+                .base_url
+                .clone()
+                .unwrap_or_default()
+                .trim_end_matches('/')
+                .to_owned(),
+            model: e.model.clone().unwrap_or_default(),
+            api_key,
+            timeout: e
+                .timeout_ms
+                .map(|t| Duration::from_millis(u64::from(t)))
+                .unwrap_or(default_timeout),
+            max_retries: e.max_retries.unwrap_or(default_retries).min(10),
+            max_output_tokens: None,
+            temperature: None,
+            extra_body: Map::new(),
+            headers: Vec::new(),
+            script,
+        })
+    }
+}
+
+/// A script: `{"turns": [<assistant message>, …]}` or a bare array of turns. Each turn is an OpenAI
+/// Chat Completions assistant message (`content`, `tool_calls`); call ids and `type` may be left
+/// out and `arguments` may be an object — the scripted provider fills them in.
+pub fn parse_script(text: &str) -> Result<Vec<Value>, String> {
+    let v: Value =
+        serde_json::from_str(text).map_err(|e| format!("the script is not valid json: {e}"))?;
+    let turns = match v {
+        Value::Array(t) => t,
+        Value::Object(mut o) => match o.remove("turns") {
+            Some(Value::Array(t)) => t,
+            _ => return Err("the script needs a `turns` array".into()),
+        },
+        _ => return Err("the script must be an array of turns or an object with `turns`".into()),
+    };
+    if turns.is_empty() || turns.len() > 10_000 {
+        return Err("a script has 1 to 10000 turns".into());
+    }
+    Ok(turns)
+}
+
+/// A failed model call.
+#[derive(Debug, Clone)]
+pub struct CallError {
+    pub retryable: bool,
+    pub status: Option<u16>,
+    pub message: String,
+}
+
+/// A model client for one invocation.
+#[derive(Debug)]
+pub struct ModelClient {
+    endpoint: Endpoint,
+    http: reqwest::Client,
+    script_pos: Mutex<usize>,
+}
+
+impl ModelClient {
+    pub fn new(endpoint: Endpoint) -> Result<Self, String> {
+        let http = reqwest::Client::builder()
+            .timeout(endpoint.timeout)
+            .build()
+            .map_err(|e| format!("building the http client: {e}"))?;
+        Ok(ModelClient {
+            endpoint,
+            http,
+            script_pos: Mutex::new(0),
+        })
+    }
+
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// One attempt: the request body from the system prompt, the history and the turn's tool
+    /// fields; returns the response body.
+    pub async fn call(
+        &self,
+        system: &str,
+        history: &[Value],
+        tools: &Map<String, Value>,
+        round: u32,
+    ) -> Result<String, CallError> {
+        let e = &self.endpoint;
+        if e.kind == ModelKind::Scripted {
+            return self.scripted(round);
+        }
+        let (url, mut body) = match e.kind {
+            ModelKind::Anthropic => {
+                let mut b = json!({"model": e.model, "max_tokens": e.max_output_tokens.unwrap_or(4096), "messages": history});
+                if !system.is_empty() {
+                    b["system"] = json!(system);
+                }
+                (format!("{}/v1/messages", e.base_url), b)
+            }
+            ModelKind::Gemini => {
+                let mut b = json!({"contents": history});
+                if !system.is_empty() {
+                    b["systemInstruction"] = json!({"parts": [{"text": system}]});
+                }
+                (
+                    format!("{}/v1beta/models/{}:generateContent", e.base_url, e.model),
+                    b,
+                )
+            }
+            _ => {
+                let mut messages = Vec::with_capacity(history.len() + 1);
+                if !system.is_empty() {
+                    messages.push(json!({"role": "system", "content": system}));
+                }
+                messages.extend(history.iter().cloned());
+                let mut b = json!({"model": e.model, "messages": messages});
+                if let Some(n) = e.max_output_tokens {
+                    b["max_tokens"] = json!(n);
+                }
+                (format!("{}/chat/completions", e.base_url), b)
+            }
+        };
+        if let Some(obj) = body.as_object_mut() {
+            obj.extend(tools.clone());
+            if let Some(t) = e.temperature {
+                obj.insert("temperature".into(), json!(t));
+            }
+            obj.extend(e.extra_body.clone());
+        }
+        let mut req = self.http.post(&url).json(&body);
+        if let Some(key) = &e.api_key {
+            req = match e.kind {
+                ModelKind::Anthropic => req
+                    .header("x-api-key", key)
+                    .header("anthropic-version", "2023-06-01"),
+                ModelKind::Gemini => req.header("x-goog-api-key", key),
+                _ => req.bearer_auth(key),
+            };
+        } else if e.kind == ModelKind::Anthropic {
+            req = req.header("anthropic-version", "2023-06-01");
+        }
+        for (k, v) in &e.headers {
+            req = req.header(k, v);
+        }
+        let resp = req.send().await.map_err(|err| CallError {
+            retryable: true,
+            status: None,
+            message: format!("request to {url} failed: {err}"),
+        })?;
+        let status = resp.status().as_u16();
+        let bytes = resp.bytes().await.map_err(|err| CallError {
+            retryable: true,
+            status: Some(status),
+            message: format!("reading the response failed: {err}"),
+        })?;
+        if bytes.len() > MAX_RESPONSE_BYTES {
+            return Err(CallError {
+                retryable: false,
+                status: Some(status),
+                message: format!(
+                    "the response is {} bytes, over {MAX_RESPONSE_BYTES}",
+                    bytes.len()
+                ),
+            });
+        }
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        if !(200..300).contains(&status) {
+            let retryable = status == 429 || status >= 500 || status == 408;
+            let snippet: String = text.chars().take(300).collect();
+            return Err(CallError {
+                retryable,
+                status: Some(status),
+                message: format!("the model endpoint answered {status}: {snippet}"),
+            });
+        }
+        Ok(text)
+    }
+
+    fn scripted(&self, round: u32) -> Result<String, CallError> {
+        let Some(turns) = &self.endpoint.script else {
+            return Err(CallError {
+                retryable: false,
+                status: None,
+                message: "no script".into(),
+            });
+        };
+        let mut pos = match self.script_pos.lock() {
+            Ok(p) => p,
+            Err(p) => p.into_inner(),
+        };
+        let Some(turn) = turns.get(*pos) else {
+            return Err(CallError {
+                retryable: false,
+                status: None,
+                message: format!(
+                    "the script ended after {} turns, before the run finished",
+                    turns.len()
+                ),
+            });
+        };
+        *pos += 1;
+        let message = normalize_scripted_turn(turn, round);
+        Ok(json!({"id": format!("scripted-{round}"), "object": "chat.completion", "model": "scripted", "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}).to_string())
+    }
+}
+
+/// Fills in what script authors may leave out of an assistant message.
+fn normalize_scripted_turn(turn: &Value, round: u32) -> Value {
+    let mut m = match turn {
+        Value::String(text) => json!({"role": "assistant", "content": text}),
+        other => other.clone(),
+    };
+    if let Some(obj) = m.as_object_mut() {
+        obj.entry("role").or_insert(json!("assistant"));
+        obj.entry("content").or_insert(Value::Null);
+        if let Some(Value::Array(calls)) = obj.get_mut("tool_calls") {
+            for (i, c) in calls.iter_mut().enumerate() {
+                if let Some(c) = c.as_object_mut() {
+                    c.entry("id").or_insert(json!(format!("call_{round}_{i}")));
+                    c.entry("type").or_insert(json!("function"));
+                    if let Some(Value::Object(f)) = c.get_mut("function")
+                        && let Some(args) = f.get("arguments")
+                        && !args.is_string()
+                    {
+                        let text = args.to_string();
+                        f.insert("arguments".into(), json!(text));
+                    }
+                }
+            }
+        }
+    }
+    m
+}
+
+/// A plain user message in a provider's history shape.
+pub fn user_message(format: ProviderFormat, text: &str) -> Value {
+    match format {
+        ProviderFormat::Gemini => json!({"role": "user", "parts": [{"text": text}]}),
+        _ => json!({"role": "user", "content": text}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scripted_turns_are_completed() {
+        let m = normalize_scripted_turn(
+            &json!({"tool_calls": [{"function": {"name": "dice_roll", "arguments": {"notation": "d6"}}}]}),
+            2,
+        );
+        assert_eq!(m["tool_calls"][0]["id"], "call_2_0");
+        assert_eq!(m["tool_calls"][0]["type"], "function");
+        assert_eq!(
+            m["tool_calls"][0]["function"]["arguments"],
+            "{\"notation\":\"d6\"}"
+        );
+        assert_eq!(
+            normalize_scripted_turn(&json!("hello"), 1)["content"],
+            "hello"
+        );
+        assert!(parse_script("[]").is_err());
+        assert!(parse_script("{\"turns\": [\"x\"]}").is_ok());
+    }
+}

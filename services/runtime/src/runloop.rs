@@ -1,0 +1,409 @@
+//! The runtime-driven loop (ARCHITECTURE "Flows" 2): `StartRun` creates the run and drives its
+//! root invocation against a model endpoint until it finishes, fails, runs out of rounds or is
+//! cancelled — the same turn pipeline as host-driven calls, plus what only a loop owner can do:
+//! model calls with retries, stored response bodies, and drift recovery (seed 000 §7.0).
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use toolplane_core::builtin;
+use toolplane_core::error::{self as codes, ErrorClass};
+use toolplane_core::snapshot::ExitPolicy;
+use toolplane_core::turn::{ToolChoice, ToolTurnContract};
+use toolplane_proto::v1 as pb;
+
+use crate::error::RuntimeError;
+use crate::journal::{AuditObject, Event};
+use crate::provider::{Endpoint, ModelClient, user_message};
+use crate::runtime::{NewRun, Runtime};
+use crate::state::{Driver, Failure, Invocation, InvocationStatus, Run, RunStatus};
+
+/// Validates the spec, creates the run and starts driving it in the background.
+pub async fn start(rt: Arc<Runtime>, spec: pb::RunSpec) -> Result<Arc<Run>, RuntimeError> {
+    let endpoint = match &spec.model {
+        Some(m) => Some(
+            Endpoint::from_pb(m, rt.cfg.model_timeout, rt.cfg.model_max_retries)
+                .map_err(RuntimeError::invalid)?,
+        ),
+        None => None,
+    };
+    if spec.initial_user_message.trim().is_empty() {
+        return Err(RuntimeError::invalid(
+            "a run spec needs an initial user message",
+        ));
+    }
+    let roots = spec.roots.clone().unwrap_or_default();
+    let chat = spec.chat.clone().unwrap_or_default();
+    let run = rt
+        .create_run(NewRun {
+            run_id: spec.run_id.clone(),
+            cell_id: spec.cell_id.clone(),
+            actor_id: spec.actor_id.clone(),
+            session_id: spec.session_id.clone(),
+            chat_id: chat.chat_id,
+            message_id: chat.message_id,
+            background: spec.mode == pb::RunMode::Background as i32,
+            profile_id: spec.profile_id.clone(),
+            visible_roots: roots.visible,
+            writable_roots: roots.writable,
+            run_tools: spec.tools.clone(),
+            plan_node_policy_json: spec.plan_node_policy_json.clone(),
+            world_info_json: spec.world_info_activation_json.clone(),
+            labels: spec.labels.clone().into_iter().collect(),
+            allow_paths: spec.allow_paths.clone(),
+            deny_paths: spec.deny_paths.clone(),
+            work_dir: spec.work_dir.clone(),
+            system_prompt: spec.system_prompt.clone(),
+            initial_user_message: spec.initial_user_message.clone(),
+            driver: Some(Driver::Runtime),
+        })
+        .await?;
+    let max_rounds = spec.max_rounds;
+    let driven = run.clone();
+    tokio::spawn(async move {
+        if let Err(e) = drive(&rt, &driven, endpoint, max_rounds).await {
+            tracing::warn!(run = %driven.id, error = %e, "run loop failed");
+            let retryable = e.code().class() == ErrorClass::System;
+            let failure = Failure {
+                code: e.code().as_str().into(),
+                message: e.0.message.clone(),
+                retryable,
+            };
+            let status = if driven.snapshot().committed {
+                RunStatus::PartialSuccess
+            } else {
+                RunStatus::Failed
+            };
+            if let Err(e2) = rt.end_run(&driven, status, Some(failure)).await {
+                tracing::warn!(run = %driven.id, error = %e2, "recording the run's failure failed");
+            }
+        }
+    });
+    Ok(run)
+}
+
+/// Drives the root invocation to its end. An `Err` is a system failure the caller records.
+async fn drive(
+    rt: &Runtime,
+    run: &Arc<Run>,
+    endpoint: Option<Endpoint>,
+    spec_rounds: u32,
+) -> Result<(), RuntimeError> {
+    let record = run.snapshot();
+    // The model endpoint: the spec's, else the profile's (resolved when the invocation opens).
+    let provisional_format = endpoint
+        .as_ref()
+        .map(Endpoint::format)
+        .unwrap_or(toolplane_model::ProviderFormat::OpenAiChat);
+    let opened = rt
+        .open_invocation(
+            run,
+            &record.profile_id,
+            ExitPolicy::Root,
+            provisional_format,
+            ToolChoice::Auto,
+            Driver::Runtime,
+        )
+        .await?;
+    let inv = opened.invocation;
+    let endpoint = match endpoint {
+        Some(e) => e,
+        None => {
+            let inner = inv.inner.lock().await;
+            let profile_model = inner.profile.model.clone().ok_or_else(|| {
+                RuntimeError::invalid(format!(
+                    "profile `{}` has no model endpoint and the run spec names none",
+                    inner.profile.id
+                ))
+            })?;
+            Endpoint::from_profile(
+                &profile_model,
+                rt.cfg.model_timeout,
+                rt.cfg.model_max_retries,
+            )
+            .map_err(RuntimeError::invalid)?
+        }
+    };
+    if endpoint.format() != provisional_format {
+        return Err(RuntimeError::invalid(
+            "the profile's model endpoint speaks a different format than the run was opened with; name the endpoint in the run spec",
+        ));
+    }
+    let client = ModelClient::new(endpoint).map_err(RuntimeError::invalid)?;
+    let format = client.endpoint().format();
+    let system = system_prompt(&inv, &record.system_prompt).await;
+    let mut history: Vec<Value> = vec![user_message(format, &record.initial_user_message)];
+
+    loop {
+        if run.is_cancelled() {
+            return Ok(());
+        }
+        let mut inner = inv.inner.lock().await;
+        if inner.status != InvocationStatus::Open {
+            return Ok(());
+        }
+        let round = inner.round;
+        let max_rounds = if spec_rounds > 0 {
+            spec_rounds.min(inner.snapshot.max_rounds)
+        } else {
+            inner.snapshot.max_rounds
+        };
+        let tools = toolplane_model::encode_tools(format, &inner.turn, &inner.snapshot)?;
+        run.journal
+            .append(&rt.peers, run.epoch(), Vec::new(), vec![Event::new("model_request_created", json!({"invocationId": inv.id, "round": round, "snapshotId": inner.snapshot.snapshot_id, "snapshotPath": inv.snapshot_path, "contract": inner.turn, "messages": history.len()})).inv(&inv.id)])
+            .await?;
+        let body = match call_with_retries(rt, run, &inv, &client, &system, &history, &tools, round)
+            .await?
+        {
+            Ok(body) => body,
+            Err(failure) => {
+                drop(inner);
+                return end_failed(rt, run, &inv, failure).await;
+            }
+        };
+        let path = format!("model-responses/{}/round-{round}.json", inv.id);
+        run.journal
+            .append(
+                &rt.peers,
+                run.epoch(),
+                vec![AuditObject { path: path.clone(), content: body.clone().into_bytes(), content_type: "application/json" }],
+                vec![Event::new("model_response_stored", json!({"invocationId": inv.id, "round": round, "path": path, "bytes": body.len()})).inv(&inv.id)],
+            )
+            .await?;
+        let decoded = match toolplane_model::decode_calls_json(format, &inner.turn, &body) {
+            Ok(d) => d,
+            Err(e) => {
+                let failure = Failure {
+                    code: e.code.as_str().into(),
+                    message: e.message.clone(),
+                    retryable: true,
+                };
+                rt.fail_invocation(&inv, &mut inner, failure.clone())
+                    .await?;
+                drop(inner);
+                return end_failed(rt, run, &inv, failure).await;
+            }
+        };
+        run.journal
+            .append(&rt.peers, run.epoch(), Vec::new(), vec![Event::new("model_completed", json!({"invocationId": inv.id, "round": round, "toolCalls": decoded.invocations.len(), "textChars": decoded.assistant_text.as_ref().map(|t| t.chars().count()).unwrap_or(0)})).inv(&inv.id)])
+            .await?;
+        history.extend(decoded.history.iter().cloned());
+
+        if decoded.invocations.is_empty() {
+            // Drift: the model answered in text instead of calling its closing tool.
+            let text = decoded.assistant_text.clone().unwrap_or_default();
+            let captured = capture_direct_output(rt, &inv, &inner, &text).await?;
+            run.journal
+                .append(&rt.peers, run.epoch(), Vec::new(), vec![Event::new("direct_output_captured", json!({"invocationId": inv.id, "round": round, "path": captured, "chars": text.chars().count()})).inv(&inv.id)])
+                .await?;
+            if round >= max_rounds {
+                let failure = Failure {
+                    code: codes::MODEL_TOOL_CALL_REQUIRED.as_str().into(),
+                    message:
+                        "the model answered without calling its closing tool and no rounds are left"
+                            .into(),
+                    retryable: true,
+                };
+                rt.fail_invocation(&inv, &mut inner, failure.clone())
+                    .await?;
+                drop(inner);
+                return end_failed(rt, run, &inv, failure).await;
+            }
+            let nudge = drift_nudge(&inner, &captured);
+            run.journal
+                .append(&rt.peers, run.epoch(), Vec::new(), vec![Event::new("drift_recovery_attempted", json!({"invocationId": inv.id, "round": round, "capturedPath": captured})).inv(&inv.id).warn()])
+                .await?;
+            history.push(user_message(format, &nudge));
+            inner.round += 1;
+            let choice = inner.turn.choice().clone();
+            inner.turn = ToolTurnContract::all(&inner.snapshot, inner.round, choice)?;
+            continue;
+        }
+
+        let calls = decoded.invocations.clone();
+        let outcome = crate::pipeline::run_turn(rt, &inv, &mut inner, decoded.invocations).await?;
+        history.extend(toolplane_model::encode_results(
+            format,
+            &inner.turn,
+            &calls,
+            &outcome.results,
+        )?);
+        let (status, failure) = if round >= max_rounds && outcome.terminal.is_none() {
+            let f = Failure {
+                code: codes::AGENT_MAX_TOOL_ROUNDS_EXCEEDED.as_str().into(),
+                message: format!("the run used all {max_rounds} rounds without finishing"),
+                retryable: true,
+            };
+            rt.fail_invocation(&inv, &mut inner, f.clone()).await?;
+            (InvocationStatus::Failed, Some(f))
+        } else {
+            rt.after_turn(&inv, &mut inner, &outcome).await?
+        };
+        match status {
+            InvocationStatus::Open => continue,
+            InvocationStatus::Failed => {
+                drop(inner);
+                let f = failure.unwrap_or(Failure {
+                    code: codes::RUNTIME_INTERRUPTED.as_str().into(),
+                    message: "the invocation failed".into(),
+                    retryable: true,
+                });
+                return end_failed(rt, run, &inv, f).await;
+            }
+            _ => return Ok(()),
+        }
+    }
+}
+
+async fn end_failed(
+    rt: &Runtime,
+    run: &Run,
+    _inv: &Invocation,
+    failure: Failure,
+) -> Result<(), RuntimeError> {
+    let status = if run.snapshot().committed {
+        RunStatus::PartialSuccess
+    } else {
+        RunStatus::Failed
+    };
+    rt.end_run(run, status, Some(failure)).await
+}
+
+/// Model calls with timeouts and retries on retryable failures, each attempt journalled. The inner
+/// `Err` is a run failure (`model.call_failed`).
+#[allow(clippy::too_many_arguments)]
+async fn call_with_retries(
+    rt: &Runtime,
+    run: &Run,
+    inv: &Invocation,
+    client: &ModelClient,
+    system: &str,
+    history: &[Value],
+    tools: &serde_json::Map<String, Value>,
+    round: u32,
+) -> Result<Result<String, Failure>, RuntimeError> {
+    let retries = client.endpoint().max_retries;
+    let mut backoff = rt.cfg.model_retry_backoff;
+    for attempt in 1..=retries + 1 {
+        run.journal
+            .append(&rt.peers, run.epoch(), Vec::new(), vec![Event::new("model_call_attempt_started", json!({"invocationId": inv.id, "round": round, "attempt": attempt, "model": client.endpoint().model})).inv(&inv.id)])
+            .await?;
+        let cancelled = run.cancel_notify.notified();
+        let result = tokio::select! {
+            r = client.call(system, history, tools, round) => r,
+            () = cancelled => return Ok(Err(Failure { code: codes::RUNTIME_CANCELLED.as_str().into(), message: "cancelled during a model call".into(), retryable: true })),
+        };
+        match result {
+            Ok(body) => return Ok(Ok(body)),
+            Err(e) => {
+                run.journal
+                    .append(&rt.peers, run.epoch(), Vec::new(), vec![Event::new("model_call_attempt_failed", json!({"invocationId": inv.id, "round": round, "attempt": attempt, "status": e.status, "retryable": e.retryable, "message": e.message})).inv(&inv.id).warn()])
+                    .await?;
+                if !e.retryable || attempt > retries {
+                    return Ok(Err(Failure {
+                        code: codes::MODEL_CALL_FAILED.as_str().into(),
+                        message: e.message,
+                        retryable: true,
+                    }));
+                }
+                run.journal
+                    .append(&rt.peers, run.epoch(), Vec::new(), vec![Event::new("model_call_retry_scheduled", json!({"invocationId": inv.id, "round": round, "attempt": attempt + 1, "delayMs": backoff.as_millis() as u64})).inv(&inv.id)])
+                    .await?;
+                tokio::time::sleep(backoff).await;
+                backoff = backoff.saturating_mul(2);
+            }
+        }
+    }
+    Ok(Err(Failure {
+        code: codes::MODEL_CALL_FAILED.as_str().into(),
+        message: "no attempt was made".into(),
+        retryable: true,
+    }))
+}
+
+/// The system prompt: the spec's, the profile's instructions, and how to end the run.
+async fn system_prompt(inv: &Invocation, spec_prompt: &str) -> String {
+    let inner = inv.inner.lock().await;
+    let mut parts = Vec::new();
+    if !spec_prompt.trim().is_empty() {
+        parts.push(spec_prompt.trim().to_owned());
+    }
+    if let Some(i) = &inner.profile.instructions {
+        parts.push(i.clone());
+    }
+    let commit = inner
+        .snapshot
+        .builtin(builtin::WORKSPACE_COMMIT)
+        .map(|b| b.alias.to_string());
+    let finish = inner
+        .snapshot
+        .builtin(builtin::WORKSPACE_FINISH)
+        .map(|b| b.alias.to_string());
+    if let (Some(c), Some(f)) = (commit, finish) {
+        parts.push(format!(
+            "Work in your workspace with your tools. Put your answer in {}main.md, publish it with `{c}`, and end with `{f}`. Do not answer in plain text.",
+            inner.snapshot.workspace.message_artifact_root
+        ));
+    }
+    parts.join("\n\n")
+}
+
+/// Captures a drifting answer into the artifact root's `direct_output.md` (appended, so nothing is
+/// lost across several drifts). Returns the path.
+async fn capture_direct_output(
+    rt: &Runtime,
+    inv: &Invocation,
+    inner: &crate::state::InvocationInner,
+    text: &str,
+) -> Result<String, RuntimeError> {
+    let path = format!(
+        "{}direct_output.md",
+        inner.snapshot.workspace.message_artifact_root
+    );
+    if text.is_empty() {
+        return Ok(path);
+    }
+    let call = toolplane_core::ToolInvocation {
+        call_id: format!("direct-output-{}", inner.round),
+        tool_id: toolplane_core::ToolId::builtin(builtin::WORKSPACE_WRITE_FILE)?,
+        arguments: toolplane_core::invocation::ToolArguments::from_value(
+            json!({"path": path, "content": format!("{text}\n"), "mode": "append"}),
+        ),
+        provider_metadata: None,
+    };
+    let req = crate::pipeline::execute_request(inv, inner, &call, rt.cfg.executor_timeout);
+    let resp = rt
+        .peers
+        .workspace_executor()
+        .execute(req)
+        .await
+        .map_err(|s| {
+            RuntimeError::dependency(format!("capturing direct output: {}", s.message()))
+        })?;
+    if let Some(r) = resp.into_inner().result
+        && r.is_error
+    {
+        tracing::warn!(invocation = %inv.id, error = %r.content, "capturing direct output was refused");
+    }
+    Ok(path)
+}
+
+fn drift_nudge(inner: &crate::state::InvocationInner, captured: &str) -> String {
+    let alias = |n: &str| inner.snapshot.builtin(n).map(|b| format!("`{}`", b.alias));
+    let close = match (
+        &inner.snapshot.exit_policy,
+        alias(builtin::WORKSPACE_COMMIT),
+        alias(builtin::WORKSPACE_FINISH),
+        alias(builtin::TASK_RETURN),
+    ) {
+        (ExitPolicy::ReturnToParent { .. }, _, _, Some(r)) => {
+            format!("return your result with {r}")
+        }
+        (_, Some(c), Some(f), _) => format!(
+            "commit your answer with {c} (your text was saved to `{captured}`; commit that path or write the final answer first), then call {f}"
+        ),
+        (_, _, Some(f), _) => format!("call {f}"),
+        _ => "use your tools".into(),
+    };
+    format!("You answered in plain text, but this run ends only through tools. Please {close}.")
+}

@@ -1,0 +1,539 @@
+//! `toolplane.v1.RuntimeService` over the [`Runtime`]: request validation and conversion only; the
+//! behaviour lives in `runtime`, `pipeline` and `runloop`.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::Stream;
+use serde_json::Value;
+use tonic::{Request, Response, Status};
+use toolplane_core::snapshot::ExitPolicy;
+use toolplane_proto::v1 as pb;
+use toolplane_proto::v1::runtime_service_server::RuntimeService;
+
+use crate::convert;
+use crate::error::RuntimeError;
+use crate::runtime::{NewRun, Runtime};
+use crate::state::{
+    Driver, Failure, Invocation, InvocationStatus, Run, RunRecord, RunStatus, turn_id,
+};
+
+/// Largest `calls_json` accepted.
+const MAX_CALLS_JSON_BYTES: usize = 8 * 1024 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct RuntimeGrpc {
+    pub rt: Arc<Runtime>,
+}
+
+pub fn run_pb(r: &RunRecord, last_seq: u64) -> pb::Run {
+    pb::Run {
+        run_id: r.run_id.clone(),
+        cell_id: r.cell_id.clone(),
+        actor_id: r.actor_id.clone(),
+        session_id: r.session_id.clone(),
+        chat: Some(pb::ChatBinding {
+            chat_id: r.chat_id.clone(),
+            message_id: r.message_id.clone(),
+        }),
+        mode: match r.mode {
+            crate::state::RunMode::Foreground => pb::RunMode::Foreground as i32,
+            crate::state::RunMode::Background => pb::RunMode::Background as i32,
+        },
+        profile_id: r.profile_id.clone(),
+        status: status_pb(r.status),
+        driver: match r.driver {
+            Driver::Host => pb::RunDriver::Host as i32,
+            Driver::Runtime => pb::RunDriver::Runtime as i32,
+        },
+        root_invocation_id: r.root_invocation_id.clone(),
+        active_invocation_id: r.active_invocation_id.clone(),
+        last_seq,
+        epoch: r.epoch,
+        created_at_unix_ms: r.created_ms,
+        updated_at_unix_ms: r.updated_ms,
+        failure: r.failure.as_ref().map(failure_pb),
+        committed: r.committed,
+        labels: r.labels.clone().into_iter().collect(),
+    }
+}
+
+pub fn status_pb(s: RunStatus) -> i32 {
+    (match s {
+        RunStatus::Created => pb::RunStatus::Created,
+        RunStatus::Running => pb::RunStatus::Running,
+        RunStatus::Completed => pb::RunStatus::Completed,
+        RunStatus::PartialSuccess => pb::RunStatus::PartialSuccess,
+        RunStatus::Failed => pb::RunStatus::Failed,
+        RunStatus::Cancelling => pb::RunStatus::Cancelling,
+        RunStatus::Cancelled => pb::RunStatus::Cancelled,
+    }) as i32
+}
+
+pub fn failure_pb(f: &Failure) -> pb::ErrorInfo {
+    let class = toolplane_core::ErrorCode::lookup(&f.code).map(|c| c.class());
+    pb::ErrorInfo {
+        code: f.code.clone(),
+        error_class: (match class {
+            Some(toolplane_core::ErrorClass::Recoverable) => pb::ErrorClass::Recoverable,
+            Some(toolplane_core::ErrorClass::PolicyDenied) => pb::ErrorClass::PolicyDenied,
+            Some(toolplane_core::ErrorClass::ProviderContract) => pb::ErrorClass::ProviderContract,
+            Some(toolplane_core::ErrorClass::InvalidInput) => pb::ErrorClass::InvalidInput,
+            _ => pb::ErrorClass::System,
+        }) as i32,
+        message: f.message.clone(),
+        retryable: f.retryable,
+        details_json: None,
+    }
+}
+
+fn inv_status_pb(s: InvocationStatus) -> i32 {
+    (match s {
+        InvocationStatus::Open => pb::InvocationState::Open,
+        InvocationStatus::Finished => pb::InvocationState::Finished,
+        InvocationStatus::HandedOff => pb::InvocationState::HandedOff,
+        InvocationStatus::Returned => pb::InvocationState::Returned,
+        InvocationStatus::Failed => pb::InvocationState::Failed,
+        InvocationStatus::Closed => pb::InvocationState::Closed,
+        InvocationStatus::Cancelled => pb::InvocationState::Cancelled,
+    }) as i32
+}
+
+async fn invocation_pb(inv: &Invocation) -> pb::Invocation {
+    let inner = inv.inner.lock().await;
+    pb::Invocation {
+        invocation_id: inv.id.clone(),
+        run_id: inv.run.id.clone(),
+        profile_id: inner.snapshot.profile_id.clone(),
+        exit_policy: convert::exit_policy_pb(&inner.snapshot.exit_policy),
+        parent_invocation_id: match &inner.snapshot.exit_policy {
+            ExitPolicy::ReturnToParent {
+                parent_invocation_id,
+                ..
+            } => parent_invocation_id.clone(),
+            ExitPolicy::Handoff {
+                from_invocation_id, ..
+            } => from_invocation_id.clone(),
+            ExitPolicy::Root => String::new(),
+        },
+        state: inv_status_pb(inner.status),
+        snapshot_id: inner.snapshot.snapshot_id.clone(),
+        provider_format: convert::provider_format_pb(inner.format),
+        driver: match inv.driver {
+            Driver::Host => pb::RunDriver::Host as i32,
+            Driver::Runtime => pb::RunDriver::Runtime as i32,
+        },
+        current_turn: (inner.status == InvocationStatus::Open)
+            .then(|| convert::turn_pb(&inner.turn, &turn_id(&inv.id, inner.round), None)),
+        budget: Some(pb::InvocationBudget {
+            calls_used: inner.gate.used_total(),
+            calls_limit: Some(inner.snapshot.max_calls_per_invocation),
+            rounds_used: inner.round,
+            rounds_limit: Some(inner.snapshot.max_rounds),
+        }),
+        failure: inner.failure.as_ref().map(failure_pb),
+        created_at_unix_ms: inv.created_ms,
+        ended_at_unix_ms: inner.ended_ms,
+        task_id: match &inner.snapshot.exit_policy {
+            ExitPolicy::ReturnToParent { task_id, .. } => task_id.clone(),
+            _ => String::new(),
+        },
+    }
+}
+
+async fn run_response(run: &Run) -> pb::Run {
+    run_pb(&run.snapshot(), run.journal.last_seq().await)
+}
+
+fn exit_policy(v: i32, parent: &str) -> Result<ExitPolicy, RuntimeError> {
+    match pb::ExitPolicy::try_from(v).unwrap_or(pb::ExitPolicy::Unspecified) {
+        pb::ExitPolicy::Unspecified | pb::ExitPolicy::Root => Ok(ExitPolicy::Root),
+        pb::ExitPolicy::Handoff => Ok(ExitPolicy::Handoff {
+            from_invocation_id: parent.to_owned(),
+            depth: 1,
+        }),
+        pb::ExitPolicy::ReturnChild => Err(RuntimeError::invalid(
+            "return-mode children are opened by agent.delegate, not by hosts",
+        )),
+    }
+}
+
+pub fn new_run_from_create(r: pb::CreateRunRequest) -> NewRun {
+    let roots = r.roots.unwrap_or_default();
+    let chat = r.chat.unwrap_or_default();
+    NewRun {
+        run_id: r.run_id,
+        cell_id: r.cell_id,
+        actor_id: r.actor_id,
+        session_id: r.session_id,
+        chat_id: chat.chat_id,
+        message_id: chat.message_id,
+        background: r.mode == pb::RunMode::Background as i32,
+        profile_id: r.profile_id,
+        visible_roots: roots.visible,
+        writable_roots: roots.writable,
+        run_tools: r.tools,
+        plan_node_policy_json: r.plan_node_policy_json,
+        world_info_json: r.world_info_activation_json,
+        labels: r.labels.into_iter().collect(),
+        allow_paths: r.allow_paths,
+        deny_paths: r.deny_paths,
+        work_dir: r.work_dir,
+        system_prompt: String::new(),
+        initial_user_message: String::new(),
+        driver: Some(Driver::Host),
+    }
+}
+
+type WatchStream =
+    Pin<Box<dyn Stream<Item = Result<pb::WatchRunResponse, Status>> + Send + 'static>>;
+
+#[tonic::async_trait]
+impl RuntimeService for RuntimeGrpc {
+    async fn create_run(
+        &self,
+        request: Request<pb::CreateRunRequest>,
+    ) -> Result<Response<pb::CreateRunResponse>, Status> {
+        let run = self
+            .rt
+            .create_run(new_run_from_create(request.into_inner()))
+            .await?;
+        Ok(Response::new(pb::CreateRunResponse {
+            run: Some(run_response(&run).await),
+        }))
+    }
+
+    async fn start_run(
+        &self,
+        request: Request<pb::StartRunRequest>,
+    ) -> Result<Response<pb::StartRunResponse>, Status> {
+        let spec = request
+            .into_inner()
+            .spec
+            .ok_or_else(|| Status::from(RuntimeError::invalid("a run spec is required")))?;
+        let run = crate::runloop::start(self.rt.clone(), spec).await?;
+        Ok(Response::new(pb::StartRunResponse {
+            run: Some(run_response(&run).await),
+        }))
+    }
+
+    async fn get_run(
+        &self,
+        request: Request<pb::GetRunRequest>,
+    ) -> Result<Response<pb::GetRunResponse>, Status> {
+        let run = self.rt.run(&request.into_inner().run_id)?;
+        Ok(Response::new(pb::GetRunResponse {
+            run: Some(run_response(&run).await),
+        }))
+    }
+
+    async fn list_runs(
+        &self,
+        request: Request<pb::ListRunsRequest>,
+    ) -> Result<Response<pb::ListRunsResponse>, Status> {
+        let r = request.into_inner();
+        let mut runs: Vec<RunRecord> = self
+            .rt
+            .runs()
+            .iter()
+            .map(|run| run.snapshot())
+            .filter(|x| r.cell_id.is_empty() || x.cell_id == r.cell_id)
+            .filter(|x| r.actor_id.is_empty() || x.actor_id == r.actor_id)
+            .filter(|x| r.chat_id.is_empty() || x.chat_id == r.chat_id)
+            .filter(|x| r.statuses.is_empty() || r.statuses.contains(&status_pb(x.status)))
+            .collect();
+        runs.sort_by(|a, b| {
+            b.created_ms
+                .cmp(&a.created_ms)
+                .then(a.run_id.cmp(&b.run_id))
+        });
+        let size = if r.page_size == 0 {
+            50
+        } else {
+            r.page_size.min(500)
+        } as usize;
+        let start: usize = if r.page_token.is_empty() {
+            0
+        } else {
+            r.page_token
+                .parse()
+                .map_err(|_| Status::invalid_argument("runtime.invalid_request: bad page token"))?
+        };
+        let page: Vec<pb::Run> = runs
+            .iter()
+            .skip(start)
+            .take(size)
+            .map(|x| run_pb(x, 0))
+            .collect();
+        let next = if start + size < runs.len() {
+            (start + size).to_string()
+        } else {
+            String::new()
+        };
+        Ok(Response::new(pb::ListRunsResponse {
+            runs: page,
+            next_page_token: next,
+        }))
+    }
+
+    async fn cancel_run(
+        &self,
+        request: Request<pb::CancelRunRequest>,
+    ) -> Result<Response<pb::CancelRunResponse>, Status> {
+        let r = request.into_inner();
+        let run = self.rt.run(&r.run_id)?;
+        self.rt.cancel_run(&run, &r.reason).await?;
+        Ok(Response::new(pb::CancelRunResponse {
+            run: Some(run_response(&run).await),
+        }))
+    }
+
+    type WatchRunStream = WatchStream;
+
+    async fn watch_run(
+        &self,
+        request: Request<pb::WatchRunRequest>,
+    ) -> Result<Response<Self::WatchRunStream>, Status> {
+        let r = request.into_inner();
+        let run = self.rt.run(&r.run_id)?;
+        let mut ws = self.rt.peers.workspace();
+        let from = r.from_seq.max(1);
+        if r.history_only {
+            let mut records = Vec::new();
+            let mut next = from;
+            loop {
+                let page = ws
+                    .read_journal(pb::ReadJournalRequest {
+                        run_id: run.id.clone(),
+                        from_seq: next,
+                        page_size: 5000,
+                        cell_id: run.cell.clone(),
+                    })
+                    .await?
+                    .into_inner();
+                let done = page.at_end || page.records.is_empty();
+                next = page.next_seq;
+                records.extend(page.records);
+                if done {
+                    break;
+                }
+            }
+            let stream = futures::stream::iter(
+                records
+                    .into_iter()
+                    .map(|e| Ok(pb::WatchRunResponse { event: Some(e) })),
+            );
+            return Ok(Response::new(Box::pin(stream)));
+        }
+        let inner = ws
+            .follow_journal(pb::FollowJournalRequest {
+                run_id: run.id.clone(),
+                from_seq: from,
+                cell_id: run.cell.clone(),
+            })
+            .await?
+            .into_inner();
+        let stream = futures::StreamExt::map(inner, |item| {
+            item.map(|r| pb::WatchRunResponse { event: r.record })
+        });
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn open_invocation(
+        &self,
+        request: Request<pb::OpenInvocationRequest>,
+    ) -> Result<Response<pb::OpenInvocationResponse>, Status> {
+        let r = request.into_inner();
+        let run = self.rt.run(&r.run_id)?;
+        if let Some(e) = r.epoch
+            && e != 0
+            && e < run.epoch()
+        {
+            return Err(RuntimeError::new(
+                toolplane_core::error::RUNTIME_STALE_EPOCH,
+                format!("epoch {e} is older than {}", run.epoch()),
+            )
+            .into());
+        }
+        let format = convert::provider_format(r.provider_format)?;
+        let choice = convert::tool_choice(r.tool_choice.as_ref())?;
+        let exit = exit_policy(r.exit_policy, &r.parent_invocation_id)?;
+        let opened = self
+            .rt
+            .open_invocation(&run, &r.profile_id, exit, format, choice, Driver::Host)
+            .await?;
+        let inv = &opened.invocation;
+        let inner = inv.inner.lock().await;
+        Ok(Response::new(pb::OpenInvocationResponse {
+            invocation_id: inv.id.clone(),
+            snapshot_id: inner.snapshot.snapshot_id.clone(),
+            tools_json: opened.tools_json.to_string(),
+            first_turn: Some(convert::turn_pb(
+                &inner.turn,
+                &opened.turn_id,
+                opened
+                    .tools_json
+                    .get("tool_choice")
+                    .or_else(|| opened.tools_json.get("toolConfig"))
+                    .map(Value::to_string),
+            )),
+            snapshot: Some(convert::snapshot_summary_pb(
+                &inner.snapshot,
+                &inv.snapshot_path,
+                inv.created_ms,
+                inv.profile_version,
+            )),
+            omitted: convert::omissions_pb(&inner.snapshot),
+            state: inv_status_pb(inner.status),
+        }))
+    }
+
+    async fn execute_tool_calls(
+        &self,
+        request: Request<pb::ExecuteToolCallsRequest>,
+    ) -> Result<Response<pb::ExecuteToolCallsResponse>, Status> {
+        let r = request.into_inner();
+        if r.calls_json.len() > MAX_CALLS_JSON_BYTES {
+            return Err(RuntimeError::invalid(format!(
+                "calls_json is {} bytes, over {MAX_CALLS_JSON_BYTES}",
+                r.calls_json.len()
+            ))
+            .into());
+        }
+        let inv = self.rt.invocation(&r.invocation_id)?;
+        let format = convert::provider_format(r.provider_format)?;
+        let calls: Value = serde_json::from_str(&r.calls_json).map_err(|e| {
+            RuntimeError::new(
+                toolplane_core::error::MODEL_MALFORMED_RESPONSE,
+                format!("calls_json is not valid json: {e}"),
+            )
+        })?;
+        let turn = self
+            .rt
+            .execute_host_turn(
+                &inv,
+                &r.turn_id,
+                format,
+                &calls,
+                r.epoch,
+                r.model_response_json,
+            )
+            .await?;
+        let inner = inv.inner.lock().await;
+        Ok(Response::new(pb::ExecuteToolCallsResponse {
+            result_messages_json: turn.result_messages.to_string(),
+            results: turn
+                .outcome
+                .results
+                .iter()
+                .map(convert::result_pb)
+                .collect(),
+            next_turn: turn
+                .next_turn_id
+                .as_ref()
+                .map(|id| convert::turn_pb(&inner.turn, id, None)),
+            state: inv_status_pb(turn.status),
+            injected_child_results: Vec::new(),
+            injected_messages_json: String::new(),
+            calls: turn
+                .outcome
+                .details
+                .iter()
+                .map(|d| pb::ToolCallDetail {
+                    call_id: d.call_id.clone(),
+                    tool_id: d.tool_id.clone(),
+                    alias: d.alias.clone(),
+                    outcome: d.outcome.pb(),
+                    elapsed_ms: d.elapsed_ms,
+                    args_path: d.args_path.clone(),
+                    result_path: d.result_path.clone(),
+                    readable_view_path: d.readable_view_path.clone(),
+                })
+                .collect(),
+            budget: Some(pb::InvocationBudget {
+                calls_used: inner.gate.used_total(),
+                calls_limit: Some(inner.snapshot.max_calls_per_invocation),
+                rounds_used: inner.round,
+                rounds_limit: Some(inner.snapshot.max_rounds),
+            }),
+            handoff: None,
+            failure: turn.failure.as_ref().map(failure_pb),
+        }))
+    }
+
+    async fn close_invocation(
+        &self,
+        request: Request<pb::CloseInvocationRequest>,
+    ) -> Result<Response<pb::CloseInvocationResponse>, Status> {
+        let r = request.into_inner();
+        let inv = self.rt.invocation(&r.invocation_id)?;
+        self.rt.close_invocation(&inv, &r.reason, r.epoch).await?;
+        Ok(Response::new(pb::CloseInvocationResponse {
+            invocation: Some(invocation_pb(&inv).await),
+        }))
+    }
+
+    async fn get_invocation(
+        &self,
+        request: Request<pb::GetInvocationRequest>,
+    ) -> Result<Response<pb::GetInvocationResponse>, Status> {
+        let inv = self.rt.invocation(&request.into_inner().invocation_id)?;
+        Ok(Response::new(pb::GetInvocationResponse {
+            invocation: Some(invocation_pb(&inv).await),
+        }))
+    }
+
+    async fn list_invocations(
+        &self,
+        request: Request<pb::ListInvocationsRequest>,
+    ) -> Result<Response<pb::ListInvocationsResponse>, Status> {
+        let r = request.into_inner();
+        self.rt.run(&r.run_id)?;
+        let all = self.rt.invocations_of(&r.run_id);
+        let size = if r.page_size == 0 {
+            100
+        } else {
+            r.page_size.min(1000)
+        } as usize;
+        let start: usize = if r.page_token.is_empty() {
+            0
+        } else {
+            r.page_token
+                .parse()
+                .map_err(|_| Status::invalid_argument("runtime.invalid_request: bad page token"))?
+        };
+        let mut out = Vec::new();
+        for inv in all.iter().skip(start).take(size) {
+            out.push(invocation_pb(inv).await);
+        }
+        let next = if start + size < all.len() {
+            (start + size).to_string()
+        } else {
+            String::new()
+        };
+        Ok(Response::new(pb::ListInvocationsResponse {
+            invocations: out,
+            next_page_token: next,
+        }))
+    }
+
+    async fn get_snapshot(
+        &self,
+        request: Request<pb::GetSnapshotRequest>,
+    ) -> Result<Response<pb::GetSnapshotResponse>, Status> {
+        let id = request.into_inner().snapshot_id;
+        let inv = self.rt.invocation(&id)?;
+        let inner = inv.inner.lock().await;
+        let json = serde_json::to_string_pretty(&*inner.snapshot)
+            .map_err(|e| Status::internal(e.to_string()))?;
+        Ok(Response::new(pb::GetSnapshotResponse {
+            snapshot_json: json,
+            summary: Some(convert::snapshot_summary_pb(
+                &inner.snapshot,
+                &inv.snapshot_path,
+                inv.created_ms,
+                inv.profile_version,
+            )),
+        }))
+    }
+}

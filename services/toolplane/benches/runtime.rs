@@ -1,0 +1,282 @@
+//! Runtime benchmarks with durable audit and journal on, over real loopback gRPC, the whole plane
+//! in this process (as `toolplane up` runs it), each figure a ratio against a baseline measured in
+//! the same run:
+//! - `ExecuteToolCalls` of one `workspace.read_file` vs a bare tonic echo (target ≤ 6×);
+//! - `ExecuteToolCalls` of one `dice.roll` vs the echo (target ≤ 4×);
+//! - throughput of turns (alternately `dice.roll` and `workspace.read_file`) at 1, 16 and 64
+//!   concurrent invocations (64 ≥ 8× of 1);
+//! - RSS of 1,000 open invocations above idle (target < 100 MiB).
+//!
+//! Run with `cargo bench -p toolplane --bench runtime`.
+
+// A benchmark's set-up either works or the benchmark is meaningless.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tonic::transport::Channel;
+use toolplane::plane::{Plane, PlaneConfig};
+use toolplane_proto::testing::v1::EchoRequest;
+use toolplane_proto::v1 as pb;
+use toolplane_proto::v1::profile_service_client::ProfileServiceClient;
+use toolplane_proto::v1::runtime_service_client::RuntimeServiceClient;
+
+const SAMPLES: usize = 2000;
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+async fn channel(url: &str) -> Channel {
+    Channel::from_shared(url.to_owned())
+        .unwrap()
+        .tcp_nodelay(true)
+        .connect()
+        .await
+        .unwrap()
+}
+
+struct Inv {
+    id: String,
+    turn: String,
+}
+
+async fn open(rt: &mut RuntimeServiceClient<Channel>) -> Inv {
+    let run = rt
+        .create_run(pb::CreateRunRequest {
+            profile_id: "bench".into(),
+            mode: pb::RunMode::Background as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .run
+        .unwrap();
+    let inv = rt
+        .open_invocation(pb::OpenInvocationRequest {
+            run_id: run.run_id,
+            provider_format: pb::ProviderFormat::OpenaiChat as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    Inv {
+        id: inv.invocation_id,
+        turn: inv.first_turn.unwrap().turn_id,
+    }
+}
+
+async fn call(
+    rt: &mut RuntimeServiceClient<Channel>,
+    inv: &mut Inv,
+    n: usize,
+    alias: &str,
+    args: serde_json::Value,
+) {
+    let calls = json!({"role": "assistant", "tool_calls": [{"id": format!("c{n}"), "type": "function", "function": {"name": alias, "arguments": args.to_string()}}]});
+    let r = rt
+        .execute_tool_calls(pb::ExecuteToolCallsRequest {
+            invocation_id: inv.id.clone(),
+            turn_id: inv.turn.clone(),
+            provider_format: pb::ProviderFormat::OpenaiChat as i32,
+            calls_json: calls.to_string(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!r.results[0].is_error, "{:?}", r.results[0]);
+    inv.turn = r.next_turn.unwrap().turn_id;
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = PlaneConfig::ephemeral(dir.path().to_path_buf());
+    cfg.runtime.invocation_idle_timeout = Duration::from_secs(3600);
+    let plane = Plane::up(cfg).await.unwrap();
+    let (echo_addr, _echo) = toolplane_testkit::spawn_echo_server().await.unwrap();
+    let mut echo = toolplane_testkit::connect_echo(echo_addr).await.unwrap();
+    let mut profiles = ProfileServiceClient::new(channel(&plane.catalog_url()).await);
+    let profile = json!({"id": "bench", "tools": {"allow": ["builtin:workspace.read_file", "builtin:workspace.write_file", "builtin:dice.roll"], "maxCallsPerInvocation": 10000, "maxRounds": 1000}});
+    profiles
+        .put_profile(pb::PutProfileRequest {
+            profile_id: "bench".into(),
+            profile_json: profile.to_string(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut rt = RuntimeServiceClient::new(channel(&plane.runtime_url()).await);
+
+    // Latency: interleave echo, read and dice so load changes hit all three alike.
+    let mut inv = open(&mut rt).await;
+    call(
+        &mut rt,
+        &mut inv,
+        0,
+        "workspace_write_file",
+        json!({"path": "output/a.md", "content": "line one\nline two\n"}),
+    )
+    .await;
+    let (mut t_echo, mut t_read, mut t_dice) = (Vec::new(), Vec::new(), Vec::new());
+    let mut n = 1;
+    for i in 0..SAMPLES + 200 {
+        let t = Instant::now();
+        echo.echo(EchoRequest {
+            payload: vec![7; 64],
+        })
+        .await
+        .unwrap();
+        let e = t.elapsed();
+        let t = Instant::now();
+        call(
+            &mut rt,
+            &mut inv,
+            n,
+            "workspace_read_file",
+            json!({"path": "output/a.md"}),
+        )
+        .await;
+        let r = t.elapsed();
+        n += 1;
+        let t = Instant::now();
+        call(
+            &mut rt,
+            &mut inv,
+            n,
+            "dice_roll",
+            json!({"notation": "3d6+4"}),
+        )
+        .await;
+        let d = t.elapsed();
+        n += 1;
+        if i >= 200 {
+            t_echo.push(e);
+            t_read.push(r);
+            t_dice.push(d);
+        }
+        if n > 900 {
+            inv = open(&mut rt).await;
+            n = 1;
+            call(
+                &mut rt,
+                &mut inv,
+                0,
+                "workspace_write_file",
+                json!({"path": "output/a.md", "content": "line one\nline two\n"}),
+            )
+            .await;
+        }
+    }
+    let (echo_m, read_m, dice_m) = (median(t_echo), median(t_read), median(t_dice));
+    let read_ratio = read_m.as_secs_f64() / echo_m.as_secs_f64();
+    let dice_ratio = dice_m.as_secs_f64() / echo_m.as_secs_f64();
+    println!("echo p50 {:?}", echo_m);
+    println!(
+        "ExecuteToolCalls read_file p50 {:?} = {read_ratio:.2}× echo (target ≤ 6) {}",
+        read_m,
+        if read_ratio <= 6.0 { "ok" } else { "MISSED" }
+    );
+    println!(
+        "ExecuteToolCalls dice.roll p50 {:?} = {dice_ratio:.2}× echo (target ≤ 4) {}",
+        dice_m,
+        if dice_ratio <= 4.0 { "ok" } else { "MISSED" }
+    );
+
+    // Throughput at 1, 16 and 64 concurrent invocations, each a client doing dice turns back to back.
+    let mut rates = Vec::new();
+    for conc in [1usize, 16, 64] {
+        let mut invs = Vec::new();
+        for _ in 0..conc {
+            let mut inv = open(&mut rt).await;
+            call(
+                &mut rt,
+                &mut inv,
+                10_000,
+                "workspace_write_file",
+                json!({"path": "output/a.md", "content": "x\n"}),
+            )
+            .await;
+            invs.push(inv);
+        }
+        let deadline = Instant::now() + Duration::from_secs(4);
+        let mut tasks = Vec::new();
+        for mut inv in invs {
+            let mut client = rt.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut done = 0u64;
+                let mut k = 0;
+                while Instant::now() < deadline && k < 900 {
+                    // Alternating tools keeps the cycle detector (rightly) quiet.
+                    if k % 2 == 0 {
+                        call(
+                            &mut client,
+                            &mut inv,
+                            k,
+                            "dice_roll",
+                            json!({"notation": "d6"}),
+                        )
+                        .await;
+                    } else {
+                        call(
+                            &mut client,
+                            &mut inv,
+                            k,
+                            "workspace_read_file",
+                            json!({"path": "output/a.md"}),
+                        )
+                        .await;
+                    }
+                    done += 1;
+                    k += 1;
+                }
+                done
+            }));
+        }
+        let started = Instant::now();
+        let mut total = 0;
+        for t in tasks {
+            total += t.await.unwrap();
+        }
+        let rate = total as f64 / started.elapsed().as_secs_f64();
+        println!("throughput at {conc:>2} concurrent invocations: {rate:.0} calls/s");
+        rates.push(rate);
+    }
+    let scale = rates[2] / rates[0];
+    println!(
+        "64 vs 1: {scale:.2}× (target ≥ 8) {}",
+        if scale >= 8.0 { "ok" } else { "MISSED" }
+    );
+
+    // Memory: 1,000 open invocations above idle.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let idle = rss_kib();
+    let mut open_ones = Vec::new();
+    for _ in 0..1000 {
+        open_ones.push(open(&mut rt).await);
+    }
+    let loaded = rss_kib();
+    let mib = (loaded.saturating_sub(idle)) as f64 / 1024.0;
+    println!(
+        "RSS idle {} MiB, with 1000 open invocations {} MiB: +{mib:.1} MiB (target < 100) {}",
+        idle / 1024,
+        loaded / 1024,
+        if mib < 100.0 { "ok" } else { "MISSED" }
+    );
+    plane.shutdown().await;
+}

@@ -1,0 +1,5 @@
+//! `toolplane`: the command-line entry point.
+
+fn main() {
+    eprintln!("toolplane: use the library");
+}

@@ -1,0 +1,75 @@
+//! The service's configuration: a TOML file, overridden by flags and `TOOLPLANE_WORKSPACE_*`
+//! environment variables. Owns the defaults (loopback, `./data/workspace`); must never bind a
+//! non-loopback address unless told to.
+
+use std::{net::SocketAddr, path::PathBuf};
+
+use serde::Deserialize;
+
+use crate::limits::Limits;
+
+/// Command line (each flag also reads its environment variable).
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    name = "toolplane-workspace",
+    about = "toolplane's workspace service",
+    version
+)]
+pub struct Cli {
+    /// TOML configuration file.
+    #[arg(long, env = "TOOLPLANE_WORKSPACE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on (default 127.0.0.1:7430).
+    #[arg(long, env = "TOOLPLANE_WORKSPACE_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// Data directory (default ./data/workspace).
+    #[arg(long, env = "TOOLPLANE_WORKSPACE_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+}
+
+/// The configuration file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub listen: Option<SocketAddr>,
+    pub data_dir: Option<PathBuf>,
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+/// The resolved configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    pub limits: Limits,
+}
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7430";
+
+impl Config {
+    /// File, then flags / environment on top.
+    pub fn resolve(cli: &Cli) -> Result<Config, String> {
+        let file = match &cli.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("config.unreadable: {}: {e}", path.display()))?;
+                toml::from_str::<FileConfig>(&text)
+                    .map_err(|e| format!("config.invalid: {}: {e}", path.display()))?
+            }
+            None => FileConfig::default(),
+        };
+        let default_listen: SocketAddr = DEFAULT_LISTEN
+            .parse()
+            .map_err(|e| format!("config.invalid: {e}"))?;
+        Ok(Config {
+            listen: cli.listen.or(file.listen).unwrap_or(default_listen),
+            data_dir: cli
+                .data_dir
+                .clone()
+                .or(file.data_dir)
+                .unwrap_or_else(|| PathBuf::from("data/workspace")),
+            limits: file.limits,
+        })
+    }
+}

@@ -1,0 +1,211 @@
+//! The workspace engine: everything the gRPC services call, without protobuf. Owns the data
+//! directory's layout and opening it (replaying the journal log); must never expose a path outside
+//! a run's directory or a cell's keys to another cell.
+//!
+//! Layout of `<data>`: `store/` (an `FsStore`; this service's keys live under `workspace/`:
+//! manifests, invocation views, chats, `persist/` states and blobs, skills), `tree/<cell>/<run>/`
+//! (run file trees: the model-visible roots, `tool-results/`, and hidden `input/`, `tool-args/`,
+//! `model-responses/`), `journal/` (the group-committed log, and `journal/runs/` the journal files
+//! it is checkpointed into), `tmp/` (temp files of writes).
+
+use std::{
+    io,
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+use sha2::{Digest, Sha256};
+use toolplane_store::{FsStore, Store, StoreExt, StoreOptions, fs::Fs};
+
+use crate::{
+    chat::Chats,
+    error::WsError,
+    limits::Limits,
+    runs::Runs,
+    skills::Skills,
+    tree::{NoHooks, Tree, TreeHooks},
+    wal::Wal,
+};
+
+/// Options to open the engine.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    pub data_dir: PathBuf,
+    pub limits: Limits,
+}
+
+/// The engine.
+#[derive(Debug)]
+pub struct Workspace {
+    store: Arc<dyn Store>,
+    tree: Arc<Tree>,
+    wal: Arc<Wal>,
+    runs: Runs,
+    chats: Chats,
+    skills: Skills,
+    limits: Limits,
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut out = String::with_capacity(64);
+    for b in digest {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+fn ensure_dir(fs: &dyn Fs, path: &Path) -> Result<(), WsError> {
+    match fs.create_dir(path) {
+        Ok(()) => {
+            if let Some(parent) = path.parent() {
+                fs.sync_dir(parent)
+                    .map_err(|e| WsError::io(format!("sync {}: {e}", parent.display())))?;
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(WsError::io(format!("create {}: {e}", path.display()))),
+    }
+}
+
+impl Workspace {
+    /// Opens the engine on the real filesystem.
+    pub async fn open(options: EngineOptions) -> Result<Workspace, WsError> {
+        std::fs::create_dir_all(&options.data_dir).map_err(|e| {
+            WsError::io(format!(
+                "create data dir {}: {e}",
+                options.data_dir.display()
+            ))
+        })?;
+        let data = std::fs::canonicalize(&options.data_dir)
+            .map_err(|e| WsError::io(format!("resolve data dir: {e}")))?;
+        let store = FsStore::open(data.join("store"), store_options()).await?;
+        Workspace::open_on_disk(data, Arc::new(store), options.limits, Arc::new(NoHooks)).await
+    }
+
+    /// Opens the engine on the real filesystem with a given store and hooks (tests). `data` must
+    /// be an absolute, existing directory.
+    pub async fn open_on_disk(
+        data: PathBuf,
+        store: Arc<dyn Store>,
+        limits: Limits,
+        hooks: Arc<dyn TreeHooks>,
+    ) -> Result<Workspace, WsError> {
+        let fs: Arc<dyn Fs> = Arc::new(toolplane_store::fs::RealFs);
+        Workspace::open_inner(fs, true, data, store, limits, hooks).await
+    }
+
+    /// Opens the engine on a given filesystem layer and store (tests: `SimFs`, hooks); file
+    /// times are unknown on it. `data` must be an absolute, existing directory on `fs`.
+    pub async fn open_with(
+        fs: Arc<dyn Fs>,
+        data: PathBuf,
+        store: Arc<dyn Store>,
+        limits: Limits,
+        hooks: Arc<dyn TreeHooks>,
+    ) -> Result<Workspace, WsError> {
+        Workspace::open_inner(fs, false, data, store, limits, hooks).await
+    }
+
+    async fn open_inner(
+        fs: Arc<dyn Fs>,
+        file_times: bool,
+        data: PathBuf,
+        store: Arc<dyn Store>,
+        limits: Limits,
+        hooks: Arc<dyn TreeHooks>,
+    ) -> Result<Workspace, WsError> {
+        let store = store.namespace("workspace")?;
+        let session = format!("{}-{}", std::process::id(), now_ms());
+        let segment_bytes = limits.journal_segment_bytes;
+        let opened =
+            tokio::task::spawn_blocking(move || -> Result<(Arc<Tree>, Arc<Wal>), WsError> {
+                for dir in ["tree", "tmp", "journal", "journal/runs"] {
+                    ensure_dir(fs.as_ref(), &data.join(dir))?;
+                }
+                let mut tree = Tree::new(
+                    Arc::clone(&fs),
+                    data.join("tree"),
+                    data.join("tmp"),
+                    session,
+                    hooks,
+                );
+                if file_times {
+                    tree = tree.with_file_times();
+                }
+                let tree = Arc::new(tree);
+                tree.clean_tmp()?;
+                let wal = Arc::new(Wal::open(
+                    fs,
+                    data.join("journal"),
+                    Arc::clone(&tree),
+                    segment_bytes,
+                )?);
+                Ok((tree, wal))
+            })
+            .await
+            .map_err(|e| WsError::io(format!("open task failed: {e}")))??;
+        let (tree, wal) = opened;
+        Ok(Workspace {
+            runs: Runs::new(Arc::clone(&store)),
+            chats: Chats::new(Arc::clone(&store), limits.clone()),
+            skills: Skills::new(Arc::clone(&store), limits.clone()),
+            store,
+            tree,
+            wal,
+            limits,
+        })
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+    pub fn tree(&self) -> &Arc<Tree> {
+        &self.tree
+    }
+    pub fn wal(&self) -> &Arc<Wal> {
+        &self.wal
+    }
+    pub fn runs(&self) -> &Runs {
+        &self.runs
+    }
+    pub fn chats(&self) -> &Chats {
+        &self.chats
+    }
+    pub fn skills(&self) -> &Skills {
+        &self.skills
+    }
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Runs blocking tree IO off the async workers.
+    pub async fn blocking<T, F>(&self, work: F) -> Result<T, WsError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Tree) -> Result<T, WsError> + Send + 'static,
+    {
+        let tree = Arc::clone(&self.tree);
+        tokio::task::spawn_blocking(move || work(&tree))
+            .await
+            .map_err(|e| WsError::io(format!("blocking task failed: {e}")))?
+    }
+
+    /// Stops the journal writer (after the jobs already queued) and checkpoints what it wrote.
+    pub fn shutdown(&self) {
+        self.wal.shutdown();
+    }
+}
+
+fn store_options() -> StoreOptions {
+    StoreOptions::default()
+}

@@ -1,0 +1,348 @@
+//! Installed skill packages: a folder with `SKILL.md` (YAML front matter `name`, `description`)
+//! and other text files, imported into `cells/<cell>/skills/<name>.json` as one object (so a
+//! re-import replaces a skill atomically). Owns import (symlinks refused, binaries skipped and
+//! counted, limits), listing and loading; must never read outside the imported folder.
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use serde::{Deserialize, Serialize};
+use toolplane_store::{Key, Precondition, Store, StoreError};
+
+use crate::{
+    engine::{now_ms, sha256_hex},
+    error::WsError,
+    limits::Limits,
+    paths::valid_id,
+};
+
+/// An installed skill.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SkillPackage {
+    pub name: String,
+    pub description: String,
+    pub version: String,
+    pub imported_at_unix_ms: i64,
+    /// Relative path → text.
+    pub files: BTreeMap<String, String>,
+    /// Files skipped at import (binary or over a limit).
+    pub skipped: Vec<String>,
+}
+
+impl SkillPackage {
+    pub fn total_bytes(&self) -> u64 {
+        self.files.values().map(|t| t.len() as u64).sum()
+    }
+}
+
+/// A non-fatal import finding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportWarning {
+    pub code: &'static str,
+    pub message: String,
+    pub subject: String,
+}
+
+/// The skills of every cell.
+#[derive(Debug)]
+pub struct Skills {
+    store: Arc<dyn Store>,
+    limits: Limits,
+}
+
+fn key(cell: &str, name: &str) -> Result<Key, WsError> {
+    Ok(Key::new(format!("cells/{cell}/skills/{name}.json"))?)
+}
+
+fn import_failed(message: impl Into<String>) -> WsError {
+    WsError::status("skill.import_failed", tonic::Code::InvalidArgument, message)
+}
+
+/// The `name` and `description` of a `SKILL.md`'s front matter (`---` … `---`): plain, quoted and
+/// block (`|`, `>`) scalars at the top level.
+pub fn front_matter(text: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut lines = text.lines();
+    if lines.next().map(str::trim_end) != Some("---") {
+        return out;
+    }
+    let body: Vec<&str> = lines.take_while(|l| l.trim_end() != "---").collect();
+    let mut i = 0;
+    while i < body.len() {
+        let line = body[i];
+        i += 1;
+        if line.starts_with(' ') || line.starts_with('#') {
+            continue;
+        }
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        let v = v.trim();
+        let value = if v == "|" || v == ">" || v == "|-" || v == ">-" {
+            let mut block = Vec::new();
+            while i < body.len() && (body[i].starts_with(' ') || body[i].trim().is_empty()) {
+                block.push(body[i].trim());
+                i += 1;
+            }
+            if v.starts_with('|') {
+                block.join("\n")
+            } else {
+                block.join(" ")
+            }
+            .trim()
+            .to_owned()
+        } else if v.len() >= 2
+            && ((v.starts_with('"') && v.ends_with('"'))
+                || (v.starts_with('\'') && v.ends_with('\'')))
+        {
+            v[1..v.len() - 1].to_owned()
+        } else {
+            v.to_owned()
+        };
+        out.insert(k.trim().to_owned(), value);
+    }
+    out
+}
+
+impl Skills {
+    pub fn new(store: Arc<dyn Store>, limits: Limits) -> Skills {
+        Skills { store, limits }
+    }
+
+    /// Imports the folder `source` as a skill.
+    pub async fn import(
+        &self,
+        cell: &str,
+        source: &str,
+        name: &str,
+        replace: bool,
+    ) -> Result<(SkillPackage, Vec<ImportWarning>), WsError> {
+        let source = PathBuf::from(source);
+        let limits = self.limits.clone();
+        let (files, skipped, warnings) =
+            tokio::task::spawn_blocking(move || read_folder(&source, &limits))
+                .await
+                .map_err(|e| WsError::io(format!("import task failed: {e}")))??;
+        let Some(skill_md) = files.get("SKILL.md") else {
+            return Err(import_failed("the folder has no SKILL.md"));
+        };
+        let meta = front_matter(skill_md);
+        let mut warnings = warnings;
+        let name = if name.is_empty() {
+            meta.get("name").cloned().unwrap_or_default()
+        } else {
+            name.to_owned()
+        };
+        if name.is_empty() {
+            return Err(import_failed(
+                "the skill has no name: set it in the SKILL.md front matter or in the request",
+            ));
+        }
+        valid_id("skill name", &name).map_err(|e| import_failed(e.message().to_owned()))?;
+        let description = meta.get("description").cloned().unwrap_or_default();
+        if description.is_empty() {
+            warnings.push(ImportWarning {
+                code: "skill.missing_description",
+                message: "SKILL.md front matter has no description".into(),
+                subject: "SKILL.md".into(),
+            });
+        }
+        let mut hasher_input = Vec::new();
+        for (path, text) in &files {
+            hasher_input.extend(path.as_bytes());
+            hasher_input.push(0);
+            hasher_input.extend(sha256_hex(text.as_bytes()).as_bytes());
+        }
+        let package = SkillPackage {
+            name: name.clone(),
+            description,
+            version: sha256_hex(&hasher_input),
+            imported_at_unix_ms: now_ms(),
+            files,
+            skipped,
+        };
+        let bytes = serde_json::to_vec(&package).map_err(|e| WsError::io(e.to_string()))?;
+        let key = key(cell, &name)?;
+        if replace {
+            loop {
+                let expected = match self.store.head(&key).await? {
+                    Some(v) => Precondition::Version(v),
+                    None => Precondition::Absent,
+                };
+                match self.store.put_cas(&key, bytes.clone(), expected).await {
+                    Ok(_) => break,
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        } else {
+            match self.store.put_cas(&key, bytes, Precondition::Absent).await {
+                Ok(_) => {}
+                Err(StoreError::Conflict { .. }) => {
+                    return Err(WsError::status(
+                        "skill.exists",
+                        tonic::Code::AlreadyExists,
+                        format!("skill {name} is installed; set replace to replace it"),
+                    ));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok((package, warnings))
+    }
+
+    /// Every installed skill of a cell, by name.
+    pub async fn list(&self, cell: &str) -> Result<Vec<SkillPackage>, WsError> {
+        let prefix = Key::new(format!("cells/{cell}/skills"))?;
+        let mut out = Vec::new();
+        let mut after: Option<Key> = None;
+        loop {
+            let page = self.store.list(Some(&prefix), after.as_ref(), 1000).await?;
+            for k in &page.keys {
+                if let Some(object) = self.store.get(k).await? {
+                    out.push(
+                        serde_json::from_slice(&object.bytes)
+                            .map_err(|e| WsError::io(format!("corrupt skill {k}: {e}")))?,
+                    );
+                }
+            }
+            match page.next_start_after {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
+    pub async fn get(&self, cell: &str, name: &str) -> Result<Option<SkillPackage>, WsError> {
+        if valid_id("skill name", name).is_err() {
+            return Ok(None);
+        }
+        match self.store.get(&key(cell, name)?).await? {
+            None => Ok(None),
+            Some(object) => Ok(Some(
+                serde_json::from_slice(&object.bytes)
+                    .map_err(|e| WsError::io(format!("corrupt skill {name}: {e}")))?,
+            )),
+        }
+    }
+
+    pub async fn delete(&self, cell: &str, name: &str) -> Result<bool, WsError> {
+        valid_id("skill name", name)?;
+        Ok(self.store.delete(&key(cell, name)?, None).await?)
+    }
+}
+
+type Folder = (BTreeMap<String, String>, Vec<String>, Vec<ImportWarning>);
+
+fn read_folder(root: &Path, limits: &Limits) -> Result<Folder, WsError> {
+    let meta = std::fs::symlink_metadata(root)
+        .map_err(|e| import_failed(format!("cannot read {}: {e}", root.display())))?;
+    if !meta.is_dir() {
+        return Err(import_failed(format!("{} is not a folder", root.display())));
+    }
+    let mut files = BTreeMap::new();
+    let mut skipped = Vec::new();
+    let mut warnings = Vec::new();
+    let mut total = 0u64;
+    let mut stack = vec![String::new()];
+    while let Some(dir) = stack.pop() {
+        let path = if dir.is_empty() {
+            root.to_path_buf()
+        } else {
+            root.join(&dir)
+        };
+        let entries = std::fs::read_dir(&path)
+            .map_err(|e| import_failed(format!("cannot list {}: {e}", path.display())))?;
+        for entry in entries {
+            let entry =
+                entry.map_err(|e| import_failed(format!("cannot list {}: {e}", path.display())))?;
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                warnings.push(ImportWarning {
+                    code: "skill.invalid_name",
+                    message: "a file name is not utf-8; skipped".into(),
+                    subject: dir.clone(),
+                });
+                continue;
+            };
+            let rel = if dir.is_empty() {
+                name.clone()
+            } else {
+                format!("{dir}/{name}")
+            };
+            if name.starts_with('.') {
+                continue;
+            }
+            let kind = entry
+                .file_type()
+                .map_err(|e| import_failed(format!("cannot inspect {rel}: {e}")))?;
+            if kind.is_symlink() {
+                warnings.push(ImportWarning {
+                    code: "skill.symlink_refused",
+                    message: "symlinks are never followed; skipped".into(),
+                    subject: rel,
+                });
+                continue;
+            }
+            if kind.is_dir() {
+                stack.push(rel);
+                continue;
+            }
+            if !kind.is_file() {
+                continue;
+            }
+            if files.len() + skipped.len() >= limits.max_skill_files {
+                return Err(import_failed(format!(
+                    "the skill has more than {} files",
+                    limits.max_skill_files
+                )));
+            }
+            let bytes = std::fs::read(entry.path())
+                .map_err(|e| import_failed(format!("cannot read {rel}: {e}")))?;
+            match toolplane_text::check_text(&bytes) {
+                Ok(text) => {
+                    total += bytes.len() as u64;
+                    if total > limits.max_skill_bytes {
+                        return Err(import_failed(format!(
+                            "the skill's text files exceed {} bytes",
+                            limits.max_skill_bytes
+                        )));
+                    }
+                    files.insert(rel, text.to_owned());
+                }
+                Err(_) => {
+                    warnings.push(ImportWarning {
+                        code: "skill.binary_skipped",
+                        message: "not a utf-8 text file; skipped".into(),
+                        subject: rel.clone(),
+                    });
+                    skipped.push(rel);
+                }
+            }
+        }
+    }
+    skipped.sort();
+    Ok((files, skipped, warnings))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_front_matter() {
+        let meta = front_matter(
+            "---\nname: pdf-tools\ndescription: \"Work with PDFs\"\nnotes: |\n  a\n  b\n---\n# body\n",
+        );
+        assert_eq!(meta.get("name").map(String::as_str), Some("pdf-tools"));
+        assert_eq!(
+            meta.get("description").map(String::as_str),
+            Some("Work with PDFs")
+        );
+        assert_eq!(meta.get("notes").map(String::as_str), Some("a\nb"));
+        assert!(front_matter("# no front matter").is_empty());
+    }
+}

@@ -1,0 +1,1788 @@
+//! The group-committed log: the journal's storage and the commit point of audit objects. Owns the
+//! log segments under `<data>/journal/`, the journal files they are checkpointed into
+//! (`<data>/journal/runs/<cell>/<run>/`), the projection of audit objects into run trees and the
+//! in-memory tail of each journal; must never acknowledge a record before the fsync that covers
+//! it, never let a journal record become durable before an object it may name, never accept a
+//! second record for a sequence number, and never delete a segment before everything it holds is
+//! durable elsewhere.
+//!
+//! **Group commit.** One writer thread appends frames to the current segment. Whatever arrived
+//! while it was busy is written with one `write` and made durable with one `fsync`, then the
+//! journal records of that group are published to readers and followers and the waiting callers
+//! are answered. Frames are `[u32 body length][first 8 bytes of sha256(body)][body]`.
+//!
+//! **Checkpoints.** A checkpointer thread takes what the writer committed: it projects each audit
+//! object into its run tree durably (a fsynced temp file linked into place, each directory fsynced
+//! once per batch; several threads, so the kernel merges their fsyncs) — until then the object is
+//! served from memory (`pending`). Once the writer closes a segment (it passed
+//! `journal_segment_bytes`, or a checkpoint was asked for, or the service stops), the checkpointer
+//! writes each run's records of that segment into an immutable journal file
+//! (`<first seq>-<last seq>.jrn`, frames of encoded records, written to a temp file, fsynced and
+//! renamed into place, directory fsynced), writes a `sealed` marker for runs sealed in it, and
+//! only then deletes the segment (and fsyncs the directory). Segments are checkpointed strictly
+//! in order, so the journal files of a run are always its records 1..n without a gap.
+//!
+//! **Reads.** A journal in memory is its journal-file index, the records not yet checkpointed
+//! (the tail) and its seal state. Older records are read from the journal files through a bounded
+//! cache; a journal with no tail that nobody uses is dropped from memory after a checkpoint and
+//! reloaded from its directory when needed.
+//!
+//! **Start.** Every remaining segment is read up to its first torn frame and checkpointed before
+//! the service serves: objects are rewritten durably (whatever a crash left at their path),
+//! records after a run's journal files are written to new ones, the segment is deleted. A crash
+//! at any point of a checkpoint leaves the segment in place, and the next start redoes it.
+
+use std::{
+    collections::{BTreeMap, HashMap, HashSet, VecDeque},
+    io,
+    path::{Path, PathBuf},
+    sync::{
+        Arc, Mutex, MutexGuard, PoisonError,
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
+        mpsc,
+    },
+    thread::JoinHandle,
+};
+
+use prost::Message;
+use sha2::{Digest, Sha256};
+use tokio::sync::{Notify, oneshot, watch};
+use toolplane_proto::v1::JournalEvent;
+use toolplane_store::fs::{FileKind, Fs, FsFile};
+
+use crate::{
+    engine::now_ms,
+    error::WsError,
+    tree::{Entry, Read, Tree},
+};
+
+/// Most bytes one group writes (the rest waits for the next group).
+const GROUP_BYTES: usize = 16 * 1024 * 1024;
+/// Bytes of audit objects waiting for their durable projection above which puts wait.
+const MAX_PENDING_BYTES: u64 = 256 * 1024 * 1024;
+/// Most records of one journal file.
+const FILE_RECORDS: usize = 4096;
+/// A journal file is closed once it passes this many bytes.
+const FILE_BYTES: usize = 4 * 1024 * 1024;
+/// Bytes of decoded journal files kept for reads.
+const CACHE_BYTES: usize = 32 * 1024 * 1024;
+/// Threads that project audit objects durably (their fsyncs overlap in the kernel).
+const PROJECT_THREADS: usize = 8;
+const KIND_OBJECT: u8 = 1;
+const KIND_EVENT: u8 = 2;
+const KIND_SEAL: u8 = 3;
+const SEALED: &str = "sealed";
+
+/// `(cell, run)`.
+pub type RunKey = (String, String);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn io_err(what: &str, path: &Path, e: io::Error) -> WsError {
+    WsError::io(format!("{what} {}: {e}", path.display()))
+}
+
+fn unavailable(message: impl Into<String>) -> WsError {
+    WsError::status(
+        "workspace.journal_unavailable",
+        tonic::Code::Unavailable,
+        message,
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Frames
+
+fn put_str(buf: &mut Vec<u8>, s: &[u8]) {
+    buf.extend_from_slice(&(s.len() as u32).to_le_bytes());
+    buf.extend_from_slice(s);
+}
+
+/// Appends a frame whose body `body` writes to `out`, in place (no intermediate buffer).
+fn push_frame(out: &mut Vec<u8>, body: impl FnOnce(&mut Vec<u8>)) {
+    let at = out.len();
+    out.extend_from_slice(&[0; 12]);
+    body(out);
+    let len = (out.len() - at - 12) as u32;
+    let sum = Sha256::digest(&out[at + 12..]);
+    out[at..at + 4].copy_from_slice(&len.to_le_bytes());
+    out[at + 4..at + 12].copy_from_slice(&sum[..8]);
+}
+
+fn object_frame(out: &mut Vec<u8>, key: &RunKey, path: &str, bytes: &[u8]) {
+    push_frame(out, |b| {
+        b.push(KIND_OBJECT);
+        put_str(b, key.0.as_bytes());
+        put_str(b, key.1.as_bytes());
+        put_str(b, path.as_bytes());
+        put_str(b, bytes);
+    });
+}
+
+fn event_frame(out: &mut Vec<u8>, key: &RunKey, event: &JournalEvent) {
+    push_frame(out, |b| {
+        b.push(KIND_EVENT);
+        put_str(b, key.0.as_bytes());
+        put_str(b, key.1.as_bytes());
+        b.extend_from_slice(&event.seq.to_le_bytes());
+        b.extend_from_slice(&(event.encoded_len() as u32).to_le_bytes());
+        // Encoding into a Vec cannot run out of space.
+        let _ = event.encode(b);
+    });
+}
+
+fn seal_frame(out: &mut Vec<u8>, key: &RunKey) {
+    push_frame(out, |b| {
+        b.push(KIND_SEAL);
+        put_str(b, key.0.as_bytes());
+        put_str(b, key.1.as_bytes());
+    });
+}
+
+struct Cursor<'a>(&'a [u8]);
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, tail) = self.0.split_at(n);
+        self.0 = tail;
+        Some(head)
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take(4)
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_le_bytes)
+    }
+    fn u64(&mut self) -> Option<u64> {
+        self.take(8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_le_bytes)
+    }
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+    fn string(&mut self) -> Option<String> {
+        self.bytes()
+            .and_then(|b| String::from_utf8(b.to_vec()).ok())
+    }
+}
+
+/// The bodies of the intact frames of `data`, up to the first torn or corrupt one.
+fn frame_bodies(data: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    let mut cur = Cursor(data);
+    while let Some(len) = cur.u32() {
+        let Some(sum) = cur.take(8) else { break };
+        let Some(body) = cur.take(len as usize) else {
+            break;
+        };
+        if Sha256::digest(body)[..8] != *sum {
+            break;
+        }
+        out.push(body);
+    }
+    out
+}
+
+enum Frame<'a> {
+    Object {
+        key: RunKey,
+        path: String,
+        bytes: &'a [u8],
+    },
+    Event {
+        key: RunKey,
+        event: JournalEvent,
+    },
+    Seal {
+        key: RunKey,
+    },
+}
+
+/// The intact frames of a segment, up to the first torn or corrupt one.
+fn parse_segment(data: &[u8]) -> Vec<Frame<'_>> {
+    let mut out = Vec::new();
+    for body in frame_bodies(data) {
+        let mut b = Cursor(body);
+        let parsed = (|| {
+            let kind = b.take(1)?[0];
+            let key = (b.string()?, b.string()?);
+            match kind {
+                KIND_OBJECT => Some(Frame::Object {
+                    key,
+                    path: b.string()?,
+                    bytes: b.bytes()?,
+                }),
+                KIND_EVENT => {
+                    let _seq = b.u64()?;
+                    let event = JournalEvent::decode(b.bytes()?).ok()?;
+                    Some(Frame::Event { key, event })
+                }
+                KIND_SEAL => Some(Frame::Seal { key }),
+                _ => None,
+            }
+        })();
+        match parsed {
+            Some(f) => out.push(f),
+            None => break,
+        }
+    }
+    out
+}
+
+fn segment_name(n: u64) -> String {
+    format!("seg-{n:010}.wal")
+}
+
+fn journal_file_name(first: u64, last: u64) -> String {
+    format!("{first:020}-{last:020}.jrn")
+}
+
+fn parse_journal_file_name(name: &str) -> Option<(u64, u64)> {
+    let (first, last) = name.strip_suffix(".jrn")?.split_once('-')?;
+    Some((first.parse().ok()?, last.parse().ok()?))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Journal files and their cache
+
+/// A decoded journal file: its records, its size on disk, when it was last used.
+type Cached = (Arc<Vec<JournalEvent>>, usize, u64);
+
+/// Decoded journal files (by run and first record), least recently used dropped first.
+#[derive(Debug, Default)]
+struct FileCache {
+    entries: HashMap<(RunKey, u64), Cached>,
+    bytes: usize,
+    clock: u64,
+}
+
+impl FileCache {
+    fn get(&mut self, key: &(RunKey, u64)) -> Option<Arc<Vec<JournalEvent>>> {
+        self.clock += 1;
+        let clock = self.clock;
+        self.entries.get_mut(key).map(|(records, _, used)| {
+            *used = clock;
+            Arc::clone(records)
+        })
+    }
+
+    fn put(&mut self, key: (RunKey, u64), records: Arc<Vec<JournalEvent>>, size: usize) {
+        self.clock += 1;
+        if let Some((_, old, _)) = self.entries.insert(key, (records, size, self.clock)) {
+            self.bytes -= old;
+        }
+        self.bytes += size;
+        while self.bytes > CACHE_BYTES && self.entries.len() > 1 {
+            let Some(oldest) = self
+                .entries
+                .iter()
+                .min_by_key(|(_, (_, _, used))| *used)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            if let Some((_, size, _)) = self.entries.remove(&oldest) {
+                self.bytes -= size;
+            }
+        }
+    }
+}
+
+/// Where journal files live, and reading them.
+#[derive(Debug)]
+struct Files {
+    fs: Arc<dyn Fs>,
+    tree: Arc<Tree>,
+    /// `<data>/journal/runs` (durable).
+    runs: PathBuf,
+    cache: Mutex<FileCache>,
+}
+
+impl Files {
+    fn rel(key: &RunKey, name: &str) -> String {
+        format!("{}/{}/{name}", key.0, key.1)
+    }
+
+    /// The journal files of a run (contiguous from 1) and whether it is sealed.
+    fn load(&self, key: &RunKey) -> Result<(Vec<(u64, u64)>, bool), WsError> {
+        let dir = self.runs.join(&key.0).join(&key.1);
+        let entries = match self.fs.read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), false)),
+            Err(e) => return Err(io_err("list journal files", &dir, e)),
+        };
+        let mut files = Vec::new();
+        let mut sealed = false;
+        for entry in entries {
+            if entry.kind != FileKind::File {
+                return Err(WsError::escape(format!(
+                    "unexpected entry in journal directory {}",
+                    dir.join(&entry.name).display()
+                )));
+            }
+            let Some(name) = entry.name.to_str() else {
+                continue;
+            };
+            if name == SEALED {
+                sealed = true;
+            } else if let Some(range) = parse_journal_file_name(name) {
+                files.push(range);
+            }
+        }
+        files.sort_unstable();
+        let mut expect = 1;
+        for &(first, last) in &files {
+            if first != expect || last < first {
+                return Err(WsError::io(format!(
+                    "journal files of run {} do not continue at {expect}: {first}-{last}",
+                    key.1
+                )));
+            }
+            expect = last + 1;
+        }
+        Ok((files, sealed))
+    }
+
+    fn read_file(
+        &self,
+        key: &RunKey,
+        first: u64,
+        last: u64,
+    ) -> Result<Arc<Vec<JournalEvent>>, WsError> {
+        let cache_key = (key.clone(), first);
+        if let Some(records) = lock(&self.cache).get(&cache_key) {
+            return Ok(records);
+        }
+        let path = self
+            .runs
+            .join(Self::rel(key, &journal_file_name(first, last)));
+        let data = self
+            .fs
+            .read(&path)
+            .map_err(|e| io_err("read journal file", &path, e))?;
+        let mut records = Vec::new();
+        for body in frame_bodies(&data) {
+            let event = JournalEvent::decode(body).map_err(|e| {
+                WsError::io(format!("corrupt journal file {}: {e}", path.display()))
+            })?;
+            records.push(event);
+        }
+        let whole = records.len() as u64 == last - first + 1
+            && records
+                .iter()
+                .enumerate()
+                .all(|(i, r)| r.seq == first + i as u64);
+        if !whole {
+            return Err(WsError::io(format!(
+                "corrupt journal file {}: it does not hold records {first}..{last}",
+                path.display()
+            )));
+        }
+        let records = Arc::new(records);
+        lock(&self.cache).put(cache_key, Arc::clone(&records), data.len());
+        Ok(records)
+    }
+
+    /// Writes records (consecutive) into journal files, durably; returns their ranges.
+    fn write(&self, key: &RunKey, records: &[JournalEvent]) -> Result<Vec<(u64, u64)>, WsError> {
+        let mut ranges = Vec::new();
+        let mut rest = records;
+        while let Some(head) = rest.first() {
+            let mut buf = Vec::new();
+            let mut n = 0;
+            for record in rest.iter().take(FILE_RECORDS) {
+                push_frame(&mut buf, |b| {
+                    let _ = record.encode(b);
+                });
+                n += 1;
+                if buf.len() >= FILE_BYTES {
+                    break;
+                }
+            }
+            let (first, last) = (head.seq, head.seq + n as u64 - 1);
+            self.tree.write_durable(
+                &self.runs,
+                &Self::rel(key, &journal_file_name(first, last)),
+                &buf,
+            )?;
+            ranges.push((first, last));
+            rest = &rest[n..];
+        }
+        Ok(ranges)
+    }
+
+    fn write_sealed(&self, key: &RunKey) -> Result<(), WsError> {
+        self.tree
+            .write_durable(&self.runs, &Self::rel(key, SEALED), b"")
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// One run's journal
+
+/// One page of a journal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JournalPage {
+    pub records: Vec<JournalEvent>,
+    /// The sequence number after the page.
+    pub next_seq: u64,
+    /// The page reached the last committed record.
+    pub at_end: bool,
+    pub sealed: bool,
+}
+
+/// One run's journal as readers see it: the committed records, in sequence order.
+#[derive(Debug)]
+pub struct RunJournal {
+    key: RunKey,
+    files: Arc<Files>,
+    state: Mutex<JournalState>,
+    committed: watch::Sender<u64>,
+}
+
+#[derive(Debug, Default)]
+struct JournalState {
+    /// Next sequence number a writer may claim (claimed numbers may still be in flight).
+    next_claim: u64,
+    /// Journal files, `(first, last)`, contiguous from 1.
+    files: Vec<(u64, u64)>,
+    /// Last record in journal files.
+    on_disk: u64,
+    /// Committed records after `on_disk`, in order.
+    tail: VecDeque<JournalEvent>,
+    sealed: bool,
+    /// The `sealed` marker is durable.
+    seal_on_disk: bool,
+}
+
+impl JournalState {
+    fn last(&self) -> u64 {
+        self.on_disk + self.tail.len() as u64
+    }
+}
+
+impl RunJournal {
+    fn load(key: RunKey, files: Arc<Files>) -> Result<RunJournal, WsError> {
+        let (ranges, sealed) = files.load(&key)?;
+        let on_disk = ranges.last().map_or(0, |r| r.1);
+        Ok(RunJournal {
+            key,
+            files,
+            state: Mutex::new(JournalState {
+                next_claim: on_disk + 1,
+                files: ranges,
+                on_disk,
+                tail: VecDeque::new(),
+                sealed,
+                seal_on_disk: sealed,
+            }),
+            committed: watch::channel(on_disk).0,
+        })
+    }
+
+    /// Records from `from` (1-based), at most `limit`. The tail is answered from memory; older
+    /// records come from the journal files.
+    pub async fn read(self: &Arc<Self>, from: u64, limit: usize) -> Result<JournalPage, WsError> {
+        let from = from.max(1);
+        {
+            let state = lock(&self.state);
+            if from > state.on_disk || limit == 0 {
+                return Ok(Self::page_from_tail(&state, from, limit, Vec::new()));
+            }
+        }
+        let this = Arc::clone(self);
+        tokio::task::spawn_blocking(move || this.read_blocking(from, limit))
+            .await
+            .map_err(|e| WsError::io(format!("journal read task failed: {e}")))?
+    }
+
+    /// The page from `from` made of `records` (already read from files) and the tail.
+    fn page_from_tail(
+        state: &JournalState,
+        from: u64,
+        limit: usize,
+        mut records: Vec<JournalEvent>,
+    ) -> JournalPage {
+        let next = from + records.len() as u64;
+        let start = usize::try_from(next.saturating_sub(state.on_disk + 1)).unwrap_or(usize::MAX);
+        let room = limit.saturating_sub(records.len());
+        records.extend(state.tail.iter().skip(start).take(room).cloned());
+        let next_seq = from + records.len() as u64;
+        JournalPage {
+            at_end: next_seq > state.last(),
+            sealed: state.sealed,
+            next_seq,
+            records,
+        }
+    }
+
+    fn read_blocking(&self, from: u64, limit: usize) -> Result<JournalPage, WsError> {
+        let mut records: Vec<JournalEvent> = Vec::new();
+        let mut next = from;
+        loop {
+            let file = {
+                let state = lock(&self.state);
+                if next > state.on_disk || records.len() >= limit {
+                    return Ok(Self::page_from_tail(&state, from, limit, records));
+                }
+                let i = state.files.partition_point(|&(_, last)| last < next);
+                match state.files.get(i) {
+                    Some(&range) => range,
+                    None => {
+                        return Err(WsError::io(format!(
+                            "journal of run {} has no file holding record {next}",
+                            self.key.1
+                        )));
+                    }
+                }
+            };
+            let chunk = self.files.read_file(&self.key, file.0, file.1)?;
+            let skip = usize::try_from(next - file.0).unwrap_or(usize::MAX);
+            let room = limit - records.len();
+            let before = records.len();
+            records.extend(chunk.iter().skip(skip).take(room).cloned());
+            next += (records.len() - before) as u64;
+            if records.len() == before {
+                return Err(WsError::io(format!(
+                    "journal file of run {} ends before record {next}",
+                    self.key.1
+                )));
+            }
+        }
+    }
+
+    /// A receiver that changes whenever records are committed or the journal is sealed.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.committed.subscribe()
+    }
+
+    pub fn last_seq(&self) -> u64 {
+        lock(&self.state).last()
+    }
+
+    fn publish(&self, records: Vec<JournalEvent>) {
+        let last = {
+            let mut state = lock(&self.state);
+            for record in records {
+                // Records arrive in claim order; a gap would be a bug in claiming, never hidden.
+                if record.seq == state.last() + 1 {
+                    state.tail.push_back(record);
+                }
+            }
+            state.last()
+        };
+        self.committed.send_replace(last);
+    }
+
+    fn seal(&self) {
+        let last = {
+            let mut state = lock(&self.state);
+            state.sealed = true;
+            state.last()
+        };
+        // Wake followers even when no record was added.
+        self.committed.send_modify(|v| *v = last);
+    }
+
+    /// Writes the tail's records up to `upto` into journal files (and the seal marker when
+    /// `seal`), then drops them from the tail. Only the checkpointer calls this.
+    fn checkpoint(&self, upto: u64, seal: bool) -> Result<(), WsError> {
+        let (records, seal_needed) = {
+            let state = lock(&self.state);
+            let n = usize::try_from(upto.saturating_sub(state.on_disk)).unwrap_or(usize::MAX);
+            let records: Vec<JournalEvent> = state.tail.iter().take(n).cloned().collect();
+            (records, seal && state.sealed && !state.seal_on_disk)
+        };
+        let ranges = self.files.write(&self.key, &records)?;
+        if seal_needed {
+            self.files.write_sealed(&self.key)?;
+        }
+        let mut state = lock(&self.state);
+        for (first, last) in ranges {
+            if first == state.on_disk + 1 {
+                let n = usize::try_from(last - first + 1).unwrap_or(usize::MAX);
+                let n = n.min(state.tail.len());
+                state.tail.drain(..n);
+                state.on_disk = last;
+                state.files.push((first, last));
+            }
+        }
+        state.seal_on_disk |= seal_needed;
+        Ok(())
+    }
+
+    /// Nothing of this journal lives only in memory: it can be reloaded from its files.
+    fn idle(&self) -> bool {
+        let state = lock(&self.state);
+        state.tail.is_empty()
+            && state.next_claim == state.on_disk + 1
+            && state.sealed == state.seal_on_disk
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared state, jobs and messages
+
+/// An audit object logged but not yet durable in its run tree.
+#[derive(Debug, Clone)]
+pub struct PendingObject {
+    pub bytes: Arc<Vec<u8>>,
+    /// When it was put (Unix ms).
+    pub put_at_unix_ms: i64,
+}
+
+/// Audit objects not yet durable in their run trees, per run and path.
+type PendingMap = HashMap<RunKey, BTreeMap<String, PendingObject>>;
+
+/// What a put finds at an object's path.
+enum Held {
+    Free,
+    /// The same bytes are there already.
+    Same,
+    /// Something else is there (why).
+    Other(String),
+}
+
+/// The outcome of claiming a journal append.
+enum Claim {
+    Sent(oneshot::Receiver<Result<(), String>>),
+    NotNext {
+        next_claim: u64,
+        records: Vec<JournalEvent>,
+        objects: Vec<ObjectRef>,
+    },
+}
+
+fn audit_exists(message: String) -> WsError {
+    WsError::status(
+        "workspace.audit_exists",
+        tonic::Code::AlreadyExists,
+        message,
+    )
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    poisoned: AtomicBool,
+    journals: Mutex<HashMap<RunKey, Arc<RunJournal>>>,
+    /// Audit objects logged but not yet projected durably, per run and path.
+    pending: Mutex<PendingMap>,
+    pending_bytes: AtomicU64,
+    pending_count: AtomicUsize,
+    /// Woken whenever pending objects were projected.
+    projected: Notify,
+}
+
+impl Shared {
+    fn unpend(&self, key: &RunKey, path: &str, bytes: &Arc<Vec<u8>>) {
+        let mut pending = lock(&self.pending);
+        if let Some(run) = pending.get_mut(key) {
+            if run.get(path).is_some_and(|p| Arc::ptr_eq(&p.bytes, bytes)) {
+                run.remove(path);
+                self.pending_bytes
+                    .fetch_sub(bytes.len() as u64, Ordering::AcqRel);
+                self.pending_count.fetch_sub(1, Ordering::AcqRel);
+            }
+            if run.is_empty() {
+                pending.remove(key);
+            }
+        }
+    }
+}
+
+/// An audit object to project.
+#[derive(Debug, Clone)]
+struct ObjectRef {
+    key: RunKey,
+    path: String,
+    bytes: Arc<Vec<u8>>,
+}
+
+enum After {
+    Publish {
+        journal: Arc<RunJournal>,
+        records: Vec<JournalEvent>,
+    },
+    Object(ObjectRef),
+    Seal {
+        journal: Arc<RunJournal>,
+    },
+}
+
+type Ack = oneshot::Sender<Result<(), String>>;
+
+enum Job {
+    Append {
+        frames: Vec<u8>,
+        after: Vec<After>,
+        ack: Option<Ack>,
+    },
+    /// Close the current segment and checkpoint everything before it.
+    Checkpoint { done: Ack },
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Job::Append { frames, .. } => f
+                .debug_struct("Append")
+                .field("bytes", &frames.len())
+                .finish(),
+            Job::Checkpoint { .. } => f.write_str("Checkpoint"),
+        }
+    }
+}
+
+/// What the writer tells the checkpointer, in log order.
+enum Note {
+    Committed {
+        segment: u64,
+        objects: Vec<ObjectRef>,
+        /// Runs with records in the group, and their last record.
+        runs: Vec<(Arc<RunJournal>, u64)>,
+        seals: Vec<Arc<RunJournal>>,
+    },
+    Closed {
+        segment: u64,
+        done: Option<Ack>,
+    },
+}
+
+// ---------------------------------------------------------------------------------------------
+// The log
+
+/// The log and the journals it holds.
+#[derive(Debug)]
+pub struct Wal {
+    tx: Mutex<Option<mpsc::Sender<Job>>>,
+    shared: Arc<Shared>,
+    files: Arc<Files>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    checkpointer: Mutex<Option<JoinHandle<()>>>,
+    tree: Arc<Tree>,
+}
+
+impl Wal {
+    /// Checkpoints the segments in `dir` (which must exist durably, with `runs/` in it), then
+    /// starts a new segment, the writer and the checkpointer. Blocking.
+    pub fn open(
+        fs: Arc<dyn Fs>,
+        dir: PathBuf,
+        tree: Arc<Tree>,
+        segment_bytes: u64,
+    ) -> Result<Wal, WsError> {
+        let shared = Arc::new(Shared::default());
+        let files = Arc::new(Files {
+            fs: Arc::clone(&fs),
+            tree: Arc::clone(&tree),
+            runs: dir.join("runs"),
+            cache: Mutex::new(FileCache::default()),
+        });
+        let mut segments: Vec<u64> = fs
+            .read_dir(&dir)
+            .map_err(|e| io_err("list journal segments", &dir, e))?
+            .into_iter()
+            .filter(|e| e.kind == FileKind::File)
+            .filter_map(|e| {
+                let name = e.name.to_str()?.to_owned();
+                name.strip_prefix("seg-")?
+                    .strip_suffix(".wal")?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        segments.sort_unstable();
+        for n in &segments {
+            recover_segment(&fs, &dir, *n, &shared, &files, &tree)?;
+        }
+        evict_idle(&shared);
+        let next = segments.last().map_or(1, |n| n + 1);
+        let path = dir.join(segment_name(next));
+        let file = fs
+            .create_new(&path)
+            .map_err(|e| io_err("create journal segment", &path, e))?;
+        fs.sync_dir(&dir)
+            .map_err(|e| io_err("sync journal directory", &dir, e))?;
+        let (tx, rx) = mpsc::channel::<Job>();
+        let (notes_tx, notes_rx) = mpsc::channel::<Note>();
+        let writer = Writer {
+            fs: Arc::clone(&fs),
+            dir: dir.clone(),
+            file,
+            segment: next,
+            size: 0,
+            segment_bytes,
+            shared: Arc::clone(&shared),
+            notes: notes_tx,
+            buf: Vec::new(),
+        };
+        let checkpointer = Checkpointer {
+            fs,
+            dir,
+            shared: Arc::clone(&shared),
+            tree: Arc::clone(&tree),
+            open: BTreeMap::new(),
+            closed: VecDeque::new(),
+        };
+        let checkpointer = std::thread::Builder::new()
+            .name("workspace-checkpoint".into())
+            .spawn(move || checkpointer.run(notes_rx))
+            .map_err(|e| WsError::io(format!("start journal checkpointer: {e}")))?;
+        let handle = std::thread::Builder::new()
+            .name("workspace-wal".into())
+            .spawn(move || writer.run(rx))
+            .map_err(|e| WsError::io(format!("start journal writer: {e}")))?;
+        Ok(Wal {
+            tx: Mutex::new(Some(tx)),
+            shared,
+            files,
+            writer: Mutex::new(Some(handle)),
+            checkpointer: Mutex::new(Some(checkpointer)),
+            tree,
+        })
+    }
+
+    /// The journal of a run (empty if it has no record yet), loading it from its files when it
+    /// is not in memory.
+    pub async fn journal(&self, key: &RunKey) -> Result<Arc<RunJournal>, WsError> {
+        if let Some(j) = lock(&self.shared.journals).get(key) {
+            return Ok(Arc::clone(j));
+        }
+        let shared = Arc::clone(&self.shared);
+        let files = Arc::clone(&self.files);
+        let key = key.clone();
+        tokio::task::spawn_blocking(move || journal_in(&shared, &files, &key))
+            .await
+            .map_err(|e| WsError::io(format!("journal load task failed: {e}")))?
+    }
+
+    fn check(&self) -> Result<(), WsError> {
+        if self.shared.poisoned.load(Ordering::Acquire) {
+            return Err(unavailable(
+                "the journal log failed to write or sync; restart the service",
+            ));
+        }
+        Ok(())
+    }
+
+    fn send(&self, job: Job) -> Result<(), WsError> {
+        let tx = lock(&self.tx);
+        match tx.as_ref() {
+            Some(tx) if tx.send(job).is_ok() => Ok(()),
+            _ => Err(unavailable("the journal writer has stopped")),
+        }
+    }
+
+    async fn wait(rx: oneshot::Receiver<Result<(), String>>) -> Result<(), WsError> {
+        match rx.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(message)) => Err(unavailable(message)),
+            Err(_) => Err(unavailable("the journal writer has stopped")),
+        }
+    }
+
+    /// Waits while the durable projection is behind by more than [`MAX_PENDING_BYTES`].
+    async fn backpressure(&self) {
+        loop {
+            let projected = self.shared.projected.notified();
+            tokio::pin!(projected);
+            projected.as_mut().enable();
+            if self.shared.pending_bytes.load(Ordering::Acquire) <= MAX_PENDING_BYTES {
+                return;
+            }
+            projected.await;
+        }
+    }
+
+    /// What `path` of a run holds now, as seen by a create-only put: pending objects first, then
+    /// the tree. A path under an object, or above one, is taken too (its projection could never
+    /// be made).
+    fn held(
+        &self,
+        pending: Option<&BTreeMap<String, PendingObject>>,
+        base: &Path,
+        path: &str,
+        bytes: &[u8],
+    ) -> Result<Held, WsError> {
+        if let Some(pending) = pending {
+            if let Some(p) = pending.get(path) {
+                return Ok(if p.bytes.as_slice() == bytes {
+                    Held::Same
+                } else {
+                    Held::Other(format!("{path} exists"))
+                });
+            }
+            for (i, _) in path.match_indices('/') {
+                if pending.contains_key(&path[..i]) {
+                    return Ok(Held::Other(format!("{} is an object", &path[..i])));
+                }
+            }
+            let below = format!("{path}/");
+            if pending
+                .range(below.clone()..)
+                .next()
+                .is_some_and(|(p, _)| p.starts_with(&below))
+            {
+                return Ok(Held::Other(format!("{path} is a folder")));
+            }
+        }
+        Ok(match self.tree.probe(base, path)? {
+            Entry::Absent => Held::Free,
+            Entry::UnderFile => Held::Other(format!("a parent folder of {path} is a file")),
+            Entry::Dir => Held::Other(format!("{path} is a folder")),
+            Entry::File => match self.tree.read(base, path)? {
+                Read::File(existing) if existing == bytes => Held::Same,
+                _ => Held::Other(format!("{path} exists")),
+            },
+        })
+    }
+
+    /// Marks objects pending (readable at once, durable with the group that carries them).
+    fn hold(&self, pending: &mut PendingMap, key: &RunKey, objects: &[ObjectRef]) {
+        let run = pending.entry(key.clone()).or_default();
+        for o in objects {
+            self.shared
+                .pending_bytes
+                .fetch_add(o.bytes.len() as u64, Ordering::AcqRel);
+            self.shared.pending_count.fetch_add(1, Ordering::AcqRel);
+            run.insert(
+                o.path.clone(),
+                PendingObject {
+                    bytes: Arc::clone(&o.bytes),
+                    put_at_unix_ms: now_ms(),
+                },
+            );
+        }
+    }
+
+    /// Claims `expected_seq` and sends the objects' and records' frames as one job (objects
+    /// first), or says that `expected_seq` is not next. Blocking when there are objects (their
+    /// paths are checked in the tree).
+    fn claim(
+        &self,
+        journal: &Arc<RunJournal>,
+        expected_seq: u64,
+        mut records: Vec<JournalEvent>,
+        objects: Vec<ObjectRef>,
+    ) -> Result<Claim, WsError> {
+        let key = &journal.key;
+        let mut state = lock(&journal.state);
+        if state.sealed {
+            return Err(WsError::status(
+                "workspace.run_finished",
+                tonic::Code::FailedPrecondition,
+                "the run's journal is sealed",
+            ));
+        }
+        if expected_seq != state.next_claim {
+            return Ok(Claim::NotNext {
+                next_claim: state.next_claim,
+                records,
+                objects,
+            });
+        }
+        let mut pending = lock(&self.shared.pending);
+        if !objects.is_empty() {
+            let base = self.tree.run_dir(&key.0, &key.1);
+            for o in &objects {
+                match self.held(pending.get(key), &base, &o.path, &o.bytes)? {
+                    Held::Free => {}
+                    Held::Same => {
+                        return Err(audit_exists(format!(
+                            "{} exists; audit objects are never overwritten",
+                            o.path
+                        )));
+                    }
+                    Held::Other(why) => {
+                        return Err(audit_exists(format!(
+                            "{why}; audit objects are never overwritten"
+                        )));
+                    }
+                }
+            }
+        }
+        let last = expected_seq + records.len() as u64 - 1;
+        let size: usize = objects
+            .iter()
+            .map(|o| o.bytes.len() + o.path.len() + 64)
+            .chain(records.iter().map(|r| r.encoded_len() + 64))
+            .sum();
+        let mut frames = Vec::with_capacity(
+            size + (objects.len() + records.len()) * (key.0.len() + key.1.len()),
+        );
+        for o in &objects {
+            object_frame(&mut frames, key, &o.path, &o.bytes);
+        }
+        for (i, record) in records.iter_mut().enumerate() {
+            record.seq = expected_seq + i as u64;
+            if record.run_id.is_empty() {
+                record.run_id.clone_from(&key.1);
+            }
+            event_frame(&mut frames, key, record);
+        }
+        let (tx, rx) = oneshot::channel();
+        let mut after: Vec<After> = objects.iter().cloned().map(After::Object).collect();
+        after.push(After::Publish {
+            journal: Arc::clone(journal),
+            records,
+        });
+        // Sent under the run's lock so claim order is log order.
+        self.send(Job::Append {
+            frames,
+            after,
+            ack: Some(tx),
+        })?;
+        self.hold(&mut pending, key, &objects);
+        state.next_claim = last + 1;
+        Ok(Claim::Sent(rx))
+    }
+
+    /// Appends `records` (consecutive, starting at `expected_seq`) to a run's journal, with the
+    /// audit objects they name (`(path, bytes)`, validated by the caller), stored create-only
+    /// before them in the same group; returns the last sequence number once all are durable. A
+    /// retry of records already in the journal, byte for byte, with the same objects, succeeds
+    /// without writing.
+    pub async fn append(
+        self: &Arc<Self>,
+        key: &RunKey,
+        expected_seq: u64,
+        records: Vec<JournalEvent>,
+        objects: Vec<(String, Vec<u8>)>,
+    ) -> Result<u64, WsError> {
+        self.check()?;
+        let objects: Vec<ObjectRef> = objects
+            .into_iter()
+            .map(|(path, bytes)| ObjectRef {
+                key: key.clone(),
+                path,
+                bytes: Arc::new(bytes),
+            })
+            .collect();
+        if !objects.is_empty() {
+            self.backpressure().await;
+        }
+        let journal = self.journal(key).await?;
+        let n = records.len() as u64;
+        let last = expected_seq + n - 1;
+        let claim = if objects.is_empty() {
+            self.claim(&journal, expected_seq, records, objects)?
+        } else {
+            let this = Arc::clone(self);
+            let j = Arc::clone(&journal);
+            tokio::task::spawn_blocking(move || this.claim(&j, expected_seq, records, objects))
+                .await
+                .map_err(|e| WsError::io(format!("journal append task failed: {e}")))??
+        };
+        match claim {
+            Claim::Sent(rx) => {
+                Self::wait(rx).await.inspect_err(|_| {
+                    // The claim can not be rolled back safely once sent; the log is poisoned
+                    // instead.
+                    self.shared.poisoned.store(true, Ordering::Release);
+                })?;
+                Ok(last)
+            }
+            Claim::NotNext {
+                next_claim,
+                records,
+                objects,
+            } => {
+                // Not next: a byte-identical retry of committed records (and their objects)
+                // succeeds.
+                if expected_seq >= 1
+                    && self
+                        .is_retry(&journal, expected_seq, &records, objects)
+                        .await?
+                {
+                    return Ok(last);
+                }
+                Err(WsError::status(
+                    "workspace.journal_conflict",
+                    tonic::Code::Aborted,
+                    format!(
+                        "sequence number {expected_seq} is not next: the journal's next is {next_claim}"
+                    ),
+                ))
+            }
+        }
+    }
+
+    async fn is_retry(
+        self: &Arc<Self>,
+        journal: &Arc<RunJournal>,
+        expected_seq: u64,
+        records: &[JournalEvent],
+        objects: Vec<ObjectRef>,
+    ) -> Result<bool, WsError> {
+        let page = journal.read(expected_seq, records.len()).await?;
+        let same_records = page.records.len() == records.len()
+            && page.records.iter().zip(records).all(|(a, b)| {
+                let mut b = b.clone();
+                b.seq = a.seq;
+                if b.run_id.is_empty() {
+                    b.run_id.clone_from(&a.run_id);
+                }
+                *a == b
+            });
+        if !same_records || objects.is_empty() {
+            return Ok(same_records);
+        }
+        let this = Arc::clone(self);
+        let key = journal.key.clone();
+        tokio::task::spawn_blocking(move || {
+            let base = this.tree.run_dir(&key.0, &key.1);
+            let pending = lock(&this.shared.pending);
+            for o in &objects {
+                if !matches!(
+                    this.held(pending.get(&key), &base, &o.path, &o.bytes)?,
+                    Held::Same
+                ) {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        })
+        .await
+        .map_err(|e| WsError::io(format!("journal append task failed: {e}")))?
+    }
+
+    /// Seals a run's journal: later appends fail, followers end after the last record.
+    pub async fn seal(&self, key: &RunKey) -> Result<(), WsError> {
+        self.check()?;
+        let journal = self.journal(key).await?;
+        let (tx, rx) = oneshot::channel();
+        {
+            let state = lock(&journal.state);
+            if state.sealed {
+                return Ok(());
+            }
+            let mut frames = Vec::new();
+            seal_frame(&mut frames, key);
+            self.send(Job::Append {
+                frames,
+                after: vec![After::Seal {
+                    journal: Arc::clone(&journal),
+                }],
+                ack: Some(tx),
+            })?;
+        }
+        Self::wait(rx).await
+    }
+
+    /// Stores an audit object create-only through the log. Returns `false` when an identical
+    /// object already existed and `allow_identical` was set. With `sync`, waits until the object
+    /// is durable in the log; otherwise it becomes durable with the next group (before any
+    /// journal record appended after this call). Either way it is readable at once.
+    pub async fn put_object(
+        self: &Arc<Self>,
+        key: &RunKey,
+        path: &str,
+        bytes: Vec<u8>,
+        sync: bool,
+        allow_identical: bool,
+    ) -> Result<bool, WsError> {
+        self.check()?;
+        self.backpressure().await;
+        let object = ObjectRef {
+            key: key.clone(),
+            path: path.to_owned(),
+            bytes: Arc::new(bytes),
+        };
+        let this = Arc::clone(self);
+        let rx = tokio::task::spawn_blocking(
+            move || -> Result<Option<oneshot::Receiver<Result<(), String>>>, WsError> {
+                let base = this.tree.run_dir(&object.key.0, &object.key.1);
+                let mut pending = lock(&this.shared.pending);
+                match this.held(pending.get(&object.key), &base, &object.path, &object.bytes)? {
+                    Held::Free => {}
+                    Held::Same if allow_identical => return Ok(None),
+                    Held::Same => {
+                        return Err(audit_exists(format!(
+                            "{} exists; audit objects are never overwritten",
+                            object.path
+                        )));
+                    }
+                    Held::Other(why) => {
+                        return Err(audit_exists(format!(
+                            "{why}; audit objects are never overwritten"
+                        )));
+                    }
+                }
+                let mut frames = Vec::with_capacity(object.bytes.len() + object.path.len() + 64);
+                object_frame(&mut frames, &object.key, &object.path, &object.bytes);
+                let (tx, rx) = oneshot::channel();
+                this.send(Job::Append {
+                    frames,
+                    after: vec![After::Object(object.clone())],
+                    ack: sync.then_some(tx),
+                })?;
+                let key = object.key.clone();
+                this.hold(&mut pending, &key, std::slice::from_ref(&object));
+                Ok(Some(rx))
+            },
+        )
+        .await
+        .map_err(|e| WsError::io(format!("audit put task failed: {e}")))??;
+        match rx {
+            None => Ok(false),
+            Some(rx) if sync => Self::wait(rx).await.map(|()| true),
+            Some(_) => Ok(true),
+        }
+    }
+
+    /// An audit object not yet durable in its run tree (readers check here before the tree).
+    pub fn pending_object(&self, key: &RunKey, path: &str) -> Option<Arc<Vec<u8>>> {
+        lock(&self.shared.pending)
+            .get(key)
+            .and_then(|run| run.get(path))
+            .map(|p| Arc::clone(&p.bytes))
+    }
+
+    /// Pending objects of a run under a path prefix.
+    pub fn pending_under(&self, key: &RunKey, prefix: &str) -> Vec<(String, PendingObject)> {
+        let pending = lock(&self.shared.pending);
+        let Some(run) = pending.get(key) else {
+            return Vec::new();
+        };
+        run.range(prefix.to_owned()..)
+            .take_while(|(p, _)| p.starts_with(prefix))
+            .map(|(p, o)| (p.clone(), o.clone()))
+            .collect()
+    }
+
+    /// Journals held in memory; the others live only in their journal files until needed.
+    pub fn resident_journals(&self) -> usize {
+        lock(&self.shared.journals).len()
+    }
+
+    /// Audit objects not yet durable in their run trees (the checkpointer's lag).
+    pub fn pending_count(&self) -> usize {
+        self.shared.pending_count.load(Ordering::Acquire)
+    }
+
+    /// Closes the current segment and waits until it and every segment before it are
+    /// checkpointed: every object durable in its run tree, every record in a journal file, the
+    /// segments deleted.
+    pub async fn checkpoint(&self) -> Result<(), WsError> {
+        self.check()?;
+        let (tx, rx) = oneshot::channel();
+        self.send(Job::Checkpoint { done: tx })?;
+        Self::wait(rx).await
+    }
+
+    /// Stops the writer after the jobs already sent, checkpoints what it wrote (unless the log
+    /// failed) and stops the checkpointer.
+    pub fn shutdown(&self) {
+        lock(&self.tx).take();
+        if let Some(handle) = lock(&self.writer).take() {
+            let _ = handle.join();
+        }
+        if let Some(handle) = lock(&self.checkpointer).take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for Wal {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn journal_in(
+    shared: &Shared,
+    files: &Arc<Files>,
+    key: &RunKey,
+) -> Result<Arc<RunJournal>, WsError> {
+    if let Some(j) = lock(&shared.journals).get(key) {
+        return Ok(Arc::clone(j));
+    }
+    let loaded = Arc::new(RunJournal::load(key.clone(), Arc::clone(files))?);
+    // Another caller may have loaded it meanwhile: the first one in the map wins.
+    Ok(Arc::clone(
+        lock(&shared.journals).entry(key.clone()).or_insert(loaded),
+    ))
+}
+
+/// Drops journals that nobody holds and that live entirely in their files.
+fn evict_idle(shared: &Shared) {
+    lock(&shared.journals).retain(|_, j| Arc::strong_count(j) > 1 || !j.idle());
+}
+
+/// Projects objects durably with several threads, then syncs the directories they were linked
+/// into, once each. Returns the indexes of the objects that are not durable, with a reason.
+fn project_all(tree: &Tree, objects: &[ObjectRef]) -> Vec<(usize, WsError)> {
+    let threads = PROJECT_THREADS.min(objects.len()).max(1);
+    let next = AtomicUsize::new(0);
+    let work = || {
+        let mut out = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(o) = objects.get(i) else { break };
+            let base = tree.run_dir(&o.key.0, &o.key.1);
+            out.push((i, tree.project_durable(&base, &o.path, &o.bytes)));
+        }
+        out
+    };
+    let mut results: Vec<Option<Result<Option<PathBuf>, WsError>>> = Vec::new();
+    results.resize_with(objects.len(), || None);
+    std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..threads)
+            .filter_map(|_| {
+                std::thread::Builder::new()
+                    .name("workspace-project".into())
+                    .spawn_scoped(scope, work)
+                    .ok()
+            })
+            .collect();
+        let mut parts = vec![work()];
+        parts.extend(helpers.into_iter().filter_map(|h| h.join().ok()));
+        for (i, r) in parts.into_iter().flatten() {
+            if let Some(slot) = results.get_mut(i) {
+                *slot = Some(r);
+            }
+        }
+    });
+    let dirs: Vec<PathBuf> = results
+        .iter()
+        .filter_map(|r| match r {
+            Some(Ok(Some(dir))) => Some(dir.clone()),
+            _ => None,
+        })
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    let synced: Vec<Mutex<Option<WsError>>> = dirs.iter().map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    let sync = || {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let (Some(dir), Some(slot)) = (dirs.get(i), synced.get(i)) else {
+                break;
+            };
+            if let Err(e) = tree.sync_dir(dir) {
+                *lock(slot) = Some(e);
+            }
+        }
+    };
+    std::thread::scope(|scope| {
+        for _ in 1..threads.min(dirs.len()) {
+            let _ = std::thread::Builder::new()
+                .name("workspace-project".into())
+                .spawn_scoped(scope, sync);
+        }
+        sync();
+    });
+    let failed_dirs: HashMap<&PathBuf, String> = dirs
+        .iter()
+        .zip(&synced)
+        .filter_map(|(d, s)| lock(s).as_ref().map(|e| (d, e.to_string())))
+        .collect();
+    results
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, r)| match r {
+            Some(Ok(None)) => None,
+            Some(Ok(Some(dir))) => failed_dirs
+                .get(&dir)
+                .map(|e| (i, WsError::io(format!("sync {}: {e}", dir.display())))),
+            Some(Err(e)) => Some((i, e)),
+            // Its worker died: not known to be durable.
+            None => Some((i, WsError::io("audit projection did not run"))),
+        })
+        .collect()
+}
+
+/// Start-up: checkpoints one segment left by the previous run and deletes it.
+fn recover_segment(
+    fs: &Arc<dyn Fs>,
+    dir: &Path,
+    n: u64,
+    shared: &Shared,
+    files: &Arc<Files>,
+    tree: &Tree,
+) -> Result<(), WsError> {
+    let path = dir.join(segment_name(n));
+    let data = fs
+        .read(&path)
+        .map_err(|e| io_err("read journal segment", &path, e))?;
+    let mut objects = Vec::new();
+    let mut touched: HashMap<RunKey, (Arc<RunJournal>, u64)> = HashMap::new();
+    let mut sealed: Vec<Arc<RunJournal>> = Vec::new();
+    for frame in parse_segment(&data) {
+        match frame {
+            Frame::Object { key, path, bytes } => objects.push(ObjectRef {
+                key,
+                path,
+                bytes: Arc::new(bytes.to_vec()),
+            }),
+            Frame::Event { key, event } => {
+                let journal = journal_in(shared, files, &key)?;
+                let seq = event.seq;
+                {
+                    let mut state = lock(&journal.state);
+                    if seq == state.last() + 1 {
+                        state.tail.push_back(event);
+                        state.next_claim = state.last() + 1;
+                    } else if seq > state.last() + 1 {
+                        tracing::error!(run = %key.1, seq, last = state.last(), "journal record after a gap ignored");
+                        continue;
+                    }
+                }
+                let last = journal.last_seq();
+                touched.insert(key, (journal, last));
+            }
+            Frame::Seal { key } => {
+                let journal = journal_in(shared, files, &key)?;
+                journal.seal();
+                sealed.push(journal);
+            }
+        }
+    }
+    if let Some((i, e)) = project_all(tree, &objects).into_iter().next() {
+        let path = objects.get(i).map_or("", |o| o.path.as_str());
+        return Err(WsError::io(format!(
+            "restore audit object {path} from the journal log: {e}"
+        )));
+    }
+    for (journal, last) in touched.values() {
+        journal.checkpoint(*last, false)?;
+    }
+    for journal in &sealed {
+        journal.checkpoint(0, true)?;
+    }
+    for (journal, _) in touched.values() {
+        journal.committed.send_replace(journal.last_seq());
+    }
+    fs.remove_file(&path)
+        .map_err(|e| io_err("delete journal segment", &path, e))?;
+    fs.sync_dir(dir)
+        .map_err(|e| io_err("sync journal directory", dir, e))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The writer thread
+
+struct Writer {
+    fs: Arc<dyn Fs>,
+    dir: PathBuf,
+    file: Box<dyn FsFile>,
+    segment: u64,
+    size: u64,
+    segment_bytes: u64,
+    shared: Arc<Shared>,
+    notes: mpsc::Sender<Note>,
+    /// The group being written (kept to reuse its allocation).
+    buf: Vec<u8>,
+}
+
+impl Writer {
+    fn run(mut self, rx: mpsc::Receiver<Job>) {
+        while let Ok(first) = rx.recv() {
+            let mut jobs = Vec::new();
+            let mut checkpoint = None;
+            let mut bytes = 0;
+            let mut next = Some(first);
+            while let Some(job) = next.take() {
+                match job {
+                    Job::Checkpoint { done } => {
+                        checkpoint = Some(done);
+                        break;
+                    }
+                    Job::Append { ref frames, .. } => {
+                        bytes += frames.len();
+                        jobs.push(job);
+                    }
+                }
+                if bytes < GROUP_BYTES {
+                    next = rx.try_recv().ok();
+                }
+            }
+            if !jobs.is_empty() {
+                self.group(jobs, bytes);
+            }
+            if checkpoint.is_some() || self.size > self.segment_bytes {
+                self.roll(checkpoint);
+            }
+        }
+        // Stopping: what was written is checkpointed so the next start has nothing to redo,
+        // unless the log failed (the next start then recovers from the segments).
+        if !self.shared.poisoned.load(Ordering::Acquire) {
+            let _ = self.notes.send(Note::Closed {
+                segment: self.segment,
+                done: None,
+            });
+        }
+    }
+
+    fn group(&mut self, jobs: Vec<Job>, bytes: usize) {
+        match self.commit(&jobs, bytes) {
+            Ok(()) => {
+                let mut objects = Vec::new();
+                let mut runs = Vec::new();
+                let mut seals = Vec::new();
+                for job in jobs {
+                    let Job::Append { after, ack, .. } = job else {
+                        continue;
+                    };
+                    for after in after {
+                        match after {
+                            After::Publish { journal, records } => {
+                                let last = records.last().map_or(0, |r| r.seq);
+                                journal.publish(records);
+                                runs.push((journal, last));
+                            }
+                            After::Seal { journal } => {
+                                journal.seal();
+                                seals.push(journal);
+                            }
+                            After::Object(object) => objects.push(object),
+                        }
+                    }
+                    if let Some(ack) = ack {
+                        let _ = ack.send(Ok(()));
+                    }
+                }
+                let _ = self.notes.send(Note::Committed {
+                    segment: self.segment,
+                    objects,
+                    runs,
+                    seals,
+                });
+            }
+            Err(message) => {
+                tracing::error!(error = %message, "journal group commit failed");
+                self.shared.poisoned.store(true, Ordering::Release);
+                for job in jobs {
+                    if let Job::Append { ack: Some(ack), .. } = job {
+                        let _ = ack.send(Err(message.clone()));
+                    }
+                }
+            }
+        }
+    }
+
+    fn commit(&mut self, jobs: &[Job], bytes: usize) -> Result<(), String> {
+        if self.shared.poisoned.load(Ordering::Acquire) {
+            return Err("the journal log is poisoned by an earlier failure".into());
+        }
+        self.buf.clear();
+        self.buf.reserve(bytes);
+        for job in jobs {
+            if let Job::Append { frames, .. } = job {
+                self.buf.extend_from_slice(frames);
+            }
+        }
+        self.file
+            .write_all(&self.buf)
+            .map_err(|e| format!("workspace.io: write journal: {e}"))?;
+        self.file
+            .sync()
+            .map_err(|e| format!("workspace.io: sync journal: {e}"))?;
+        self.size += self.buf.len() as u64;
+        if self.buf.capacity() > GROUP_BYTES {
+            // A huge group does not pin its buffer for the life of the process.
+            self.buf = Vec::new();
+        }
+        Ok(())
+    }
+
+    /// Starts a new segment and hands the closed one to the checkpointer.
+    fn roll(&mut self, done: Option<Ack>) {
+        if self.shared.poisoned.load(Ordering::Acquire) {
+            if let Some(done) = done {
+                let _ = done.send(Err(
+                    "the journal log is poisoned by an earlier failure".into()
+                ));
+            }
+            return;
+        }
+        let next = self.segment + 1;
+        let path = self.dir.join(segment_name(next));
+        let created = self
+            .fs
+            .create_new(&path)
+            .and_then(|file| self.fs.sync_dir(&self.dir).map(|()| file));
+        match created {
+            Ok(file) => {
+                let closed = self.segment;
+                self.file = file;
+                self.segment = next;
+                self.size = 0;
+                let _ = self.notes.send(Note::Closed {
+                    segment: closed,
+                    done,
+                });
+            }
+            Err(e) => {
+                let message = format!("workspace.io: create segment {}: {e}", path.display());
+                tracing::error!(error = %message, "journal segment roll failed");
+                self.shared.poisoned.store(true, Ordering::Release);
+                if let Some(done) = done {
+                    let _ = done.send(Err(message));
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The checkpointer thread
+
+/// What a segment still open (or closed but not yet checkpointed) holds.
+#[derive(Default)]
+struct SegmentWork {
+    runs: HashMap<RunKey, (Arc<RunJournal>, u64)>,
+    seals: Vec<Arc<RunJournal>>,
+    /// Objects whose durable projection failed (still pending): retried at the checkpoint.
+    unprojected: Vec<ObjectRef>,
+}
+
+struct Checkpointer {
+    fs: Arc<dyn Fs>,
+    dir: PathBuf,
+    shared: Arc<Shared>,
+    tree: Arc<Tree>,
+    open: BTreeMap<u64, SegmentWork>,
+    /// Closed segments not yet checkpointed, in order, with whoever waits for them.
+    closed: VecDeque<(u64, Vec<Ack>)>,
+}
+
+impl Checkpointer {
+    fn run(mut self, rx: mpsc::Receiver<Note>) {
+        while let Ok(first) = rx.recv() {
+            // Objects of every group that arrived meanwhile are projected as one batch.
+            let mut objects: Vec<(u64, ObjectRef)> = Vec::new();
+            let mut next = Some(first);
+            let mut close = Vec::new();
+            while let Some(note) = next.take() {
+                match note {
+                    Note::Committed {
+                        segment,
+                        objects: o,
+                        runs,
+                        seals,
+                    } => {
+                        let work = self.open.entry(segment).or_default();
+                        for (journal, last) in runs {
+                            let entry = work
+                                .runs
+                                .entry(journal.key.clone())
+                                .or_insert_with(|| (Arc::clone(&journal), 0));
+                            entry.1 = entry.1.max(last);
+                        }
+                        work.seals.extend(seals);
+                        objects.extend(o.into_iter().map(|o| (segment, o)));
+                    }
+                    Note::Closed { segment, done } => close.push((segment, done)),
+                }
+                if close.is_empty() {
+                    next = rx.try_recv().ok();
+                }
+            }
+            if !objects.is_empty() {
+                self.project(objects);
+            }
+            for (segment, done) in close {
+                match self.closed.back_mut() {
+                    Some((s, waiters)) if *s == segment => waiters.extend(done),
+                    _ => self.closed.push_back((segment, done.into_iter().collect())),
+                }
+            }
+            self.checkpoint_closed();
+        }
+    }
+
+    fn project(&mut self, objects: Vec<(u64, ObjectRef)>) {
+        let refs: Vec<ObjectRef> = objects.iter().map(|(_, o)| o.clone()).collect();
+        let failed = project_all(&self.tree, &refs);
+        let failed_at: HashSet<usize> = failed.iter().map(|(i, _)| *i).collect();
+        for (i, e) in &failed {
+            let path = refs.get(*i).map_or("", |o| o.path.as_str());
+            tracing::error!(error = %e, path, "durable audit projection failed; retried at the checkpoint");
+        }
+        for (i, (segment, object)) in objects.into_iter().enumerate() {
+            if failed_at.contains(&i) {
+                self.open
+                    .entry(segment)
+                    .or_default()
+                    .unprojected
+                    .push(object);
+            } else {
+                self.shared.unpend(&object.key, &object.path, &object.bytes);
+            }
+        }
+        self.shared.projected.notify_waiters();
+    }
+
+    /// Checkpoints closed segments in order, stopping at the first that fails (it stays, and is
+    /// retried with the next closed segment or at the next start).
+    fn checkpoint_closed(&mut self) {
+        while let Some((segment, _)) = self.closed.front() {
+            let segment = *segment;
+            let result = self.checkpoint(segment);
+            match result {
+                Ok(()) => {
+                    if let Some((_, waiters)) = self.closed.pop_front() {
+                        for w in waiters {
+                            let _ = w.send(Ok(()));
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, segment, "journal checkpoint failed; the segment is kept");
+                    if let Some((_, waiters)) = self.closed.front_mut() {
+                        for w in waiters.drain(..) {
+                            let _ = w.send(Err(format!("workspace.io: checkpoint failed: {e}")));
+                        }
+                    }
+                    return;
+                }
+            }
+        }
+        evict_idle(&self.shared);
+    }
+
+    fn checkpoint(&mut self, segment: u64) -> Result<(), WsError> {
+        // Everything of earlier segments is done (they were checkpointed first).
+        let mut work = self.open.remove(&segment).unwrap_or_default();
+        if !work.unprojected.is_empty() {
+            let failed = project_all(&self.tree, &work.unprojected);
+            if let Some((_, e)) = failed.into_iter().next() {
+                self.open.insert(segment, work);
+                return Err(e);
+            }
+            for o in work.unprojected.drain(..) {
+                self.shared.unpend(&o.key, &o.path, &o.bytes);
+            }
+            self.shared.projected.notify_waiters();
+        }
+        let mut result = Ok(());
+        for (journal, last) in work.runs.values() {
+            result = result.and_then(|()| journal.checkpoint(*last, false));
+        }
+        for journal in &work.seals {
+            result = result.and_then(|()| journal.checkpoint(0, true));
+        }
+        if let Err(e) = result {
+            // Journal files already written are whole; the rest is redone next time.
+            self.open.insert(segment, work);
+            return Err(e);
+        }
+        let path = self.dir.join(segment_name(segment));
+        match self.fs.remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err("delete journal segment", &path, e)),
+        }
+        self.fs
+            .sync_dir(&self.dir)
+            .map_err(|e| io_err("sync journal directory", &self.dir, e))
+    }
+}
