@@ -6,9 +6,10 @@
 //! Durable replace: write a temp file under `<data>/tmp/`, fsync it, `rename(2)` it over the
 //! target, fsync the target's directory (and, once, the parents of directories it created) — the
 //! same steps as a bare durable write, so a tool write costs one file fsync and one directory
-//! fsync. Audit projection (the log keeps the bytes until it is durable): created in place with
-//! `O_EXCL`, fsynced, and the directory fsync left to the caller so a batch syncs each directory
-//! once.
+//! fsync. Audit projection: the same, with `link(2)` (fails if the name exists) instead of
+//! `rename`, and the directory fsync left to the caller so a batch syncs each directory once.
+//! Temp files are spread over shard folders of `<data>/tmp/` so concurrent writers do not all
+//! contend for one folder.
 //!
 //! Symlinks: every component below the run directory is checked with `lstat` before use; a
 //! symlink or special file is `workspace.escape`, a system failure, and nothing is followed.
@@ -74,6 +75,8 @@ pub enum Read {
 }
 
 const STRIPES: usize = 64;
+/// Temp folders under `<data>/tmp/` (temp files are spread over them).
+const TEMP_SHARDS: u64 = 8;
 
 /// The file trees of every run.
 #[derive(Debug)]
@@ -328,7 +331,12 @@ impl Tree {
 
     fn temp(&self, bytes: &[u8], sync: bool) -> Result<PathBuf, WsError> {
         let n = self.seq.fetch_add(1, Ordering::Relaxed);
-        let tmp = self.tmp.join(format!("{}-{n}", self.session));
+        // Spread over shard folders: concurrent writers would otherwise all take the one temp
+        // folder's lock to create and to remove their files.
+        let tmp = self
+            .tmp
+            .join(format!("{}", n % TEMP_SHARDS))
+            .join(format!("{}-{n}", self.session));
         let mut file = self
             .fs
             .create_new(&tmp)
@@ -392,13 +400,11 @@ impl Tree {
             .map_err(|e| io_err("sync directory", &parent, e))
     }
 
-    /// Makes an audit object durable at `rel` under `base`: created in place (`O_EXCL`, which
-    /// never follows or replaces anything), written and fsynced. The object's bytes stay in the
-    /// journal log and in memory until the caller has also synced the directory, so a reader
-    /// never sees this file half-written, and a crash in between leaves the log to repair it. If
+    /// Makes an audit object durable at `rel` under `base`: a fsynced temp file is linked into
+    /// place (`link` never replaces, never follows, and readers only ever see the whole file). If
     /// something is already there (only after a crash, or a checkpoint redone), the log is the
     /// authority and it is replaced with [`Tree::write_durable`]. Returns the directory whose
-    /// fsync makes a new entry durable (the caller syncs each directory once for a batch), or
+    /// fsync makes the new entry durable (the caller syncs each directory once for a batch), or
     /// `None` when nothing is left to sync.
     pub fn project_durable(
         &self,
@@ -408,19 +414,18 @@ impl Tree {
     ) -> Result<Option<PathBuf>, WsError> {
         let (target, parent) = self.parent_and_prepare(base, rel)?;
         self.check_target(&target)?;
+        let tmp = self.temp(bytes, true)?;
         self.hooks.before_commit(&target);
-        let mut file = match self.fs.create_new(&target) {
-            Ok(file) => file,
+        let linked = self.fs.hard_link(&tmp, &target);
+        let _ = self.fs.remove_file(&tmp);
+        match linked {
+            Ok(()) => Ok(Some(parent)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 self.write_durable(base, rel, bytes)?;
-                return Ok(None);
+                Ok(None)
             }
-            Err(e) => return Err(io_err("create", &target, e)),
-        };
-        file.write_all(bytes)
-            .and_then(|()| file.sync())
-            .map_err(|e| io_err("write", &target, e))?;
-        Ok(Some(parent))
+            Err(e) => Err(io_err("link into place", &target, e)),
+        }
     }
 
     /// `fsync` of a directory of the tree.
@@ -499,15 +504,28 @@ impl Tree {
         Ok((out, truncated))
     }
 
-    /// Removes the temp files a crashed session left (all of `tmp` except this session's).
+    /// Creates the temp shard folders and removes the temp files a crashed session left (all of
+    /// `tmp` except this session's).
     pub fn clean_tmp(&self) -> Result<(), WsError> {
-        let entries = match self.fs.read_dir(&self.tmp) {
-            Ok(entries) => entries,
-            Err(e) => return Err(io_err("list temp files", &self.tmp, e)),
-        };
-        for entry in entries {
-            if entry.kind == FileKind::File {
-                let _ = self.fs.remove_file(&self.tmp.join(&entry.name));
+        let mut dirs = vec![self.tmp.clone()];
+        for shard in 0..TEMP_SHARDS {
+            let dir = self.tmp.join(format!("{shard}"));
+            match self.fs.create_dir(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(io_err("create temp folder", &dir, e)),
+            }
+            dirs.push(dir);
+        }
+        for dir in dirs {
+            let entries = match self.fs.read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(e) => return Err(io_err("list temp files", &dir, e)),
+            };
+            for entry in entries {
+                if entry.kind == FileKind::File {
+                    let _ = self.fs.remove_file(&dir.join(&entry.name));
+                }
             }
         }
         Ok(())

@@ -9,12 +9,14 @@
 //! **Group commit.** One writer thread appends frames to the current segment. Whatever arrived
 //! while it was busy is written with one `write` and made durable with one `fsync`, then the
 //! journal records of that group are published to readers and followers and the waiting callers
-//! are answered. Frames are `[u32 body length][first 8 bytes of sha256(body)][body]`.
+//! are answered. Frames are `[u32 body length][first 8 bytes of sha256(body)][body]`. Audit
+//! objects come from puts or carried by the append of the records naming them (one job, objects
+//! first); either way an object is in the log no later than any record appended after it.
 //!
 //! **Checkpoints.** A checkpointer thread takes what the writer committed: it projects each audit
 //! object into its run tree durably (a fsynced temp file linked into place, each directory fsynced
-//! once per batch; several threads, so the kernel merges their fsyncs) — until then the object is
-//! served from memory (`pending`). Once the writer closes a segment (it passed
+//! once per batch; several threads, so the kernel overlaps their fsyncs) — until then the object
+//! is served from memory (`pending`), and puts wait while too much is. Once the writer closes a segment (it passed
 //! `journal_segment_bytes`, or a checkpoint was asked for, or the service stops), the checkpointer
 //! writes each run's records of that segment into an immutable journal file
 //! (`<first seq>-<last seq>.jrn`, frames of encoded records, written to a temp file, fsynced and
@@ -68,6 +70,8 @@ const FILE_BYTES: usize = 4 * 1024 * 1024;
 const CACHE_BYTES: usize = 32 * 1024 * 1024;
 /// Threads that project audit objects durably (their fsyncs overlap in the kernel).
 const PROJECT_THREADS: usize = 8;
+/// Objects gathered into one projection batch at most (more wait for the next).
+const PROJECT_BATCH: usize = 4096;
 const KIND_OBJECT: u8 = 1;
 const KIND_EVENT: u8 = 2;
 const KIND_SEAL: u8 = 3;
@@ -1682,12 +1686,15 @@ impl Checkpointer {
                     }
                     Note::Closed { segment, done } => close.push((segment, done)),
                 }
-                if close.is_empty() {
+                if close.is_empty() && objects.len() < PROJECT_BATCH {
                     next = rx.try_recv().ok();
                 }
             }
             if !objects.is_empty() {
                 self.project(objects);
+            }
+            if close.is_empty() {
+                continue;
             }
             for (segment, done) in close {
                 match self.closed.back_mut() {
@@ -1695,6 +1702,7 @@ impl Checkpointer {
                     _ => self.closed.push_back((segment, done.into_iter().collect())),
                 }
             }
+            // Also retries segments a failed checkpoint kept.
             self.checkpoint_closed();
         }
     }
@@ -1737,7 +1745,8 @@ impl Checkpointer {
                 }
                 Err(e) => {
                     tracing::error!(error = %e, segment, "journal checkpoint failed; the segment is kept");
-                    if let Some((_, waiters)) = self.closed.front_mut() {
+                    // Segments after it wait for it: their waiters learn now.
+                    for (_, waiters) in self.closed.iter_mut() {
                         for w in waiters.drain(..) {
                             let _ = w.send(Err(format!("workspace.io: checkpoint failed: {e}")));
                         }
