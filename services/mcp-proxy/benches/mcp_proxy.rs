@@ -19,7 +19,9 @@
 //!    proxy's RSS (current and peak) and, separately, the sum over its 20 children.
 //!
 //! Run: `cargo bench -p toolplane-mcp-proxy --bench mcp_proxy`. Exits non-zero when a target is
-//! missed.
+//! missed. The fixture is the testkit's debug build unless `TOOLPLANE_MCP_FIXTURE` names another
+//! (`cargo build --release -p toolplane-testkit --features mcp-fixture --bin
+//! toolplane-mcp-fixture` gives an optimised one).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
