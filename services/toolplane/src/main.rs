@@ -1,5 +1,58 @@
-//! `toolplane`: the command-line entry point.
+//! `toolplane`: the command-line entry point. Parses the command line, starts telemetry (logs on
+//! stderr), runs the command on a tokio runtime and turns any failure into one line on stderr and
+//! a non-zero exit status. Everything else lives in the library.
 
-fn main() {
-    eprintln!("toolplane: use the library");
+use std::process::ExitCode;
+
+use clap::Parser;
+use toolplane::cli::{Cli, Command};
+use toolplane::error::EXIT_FAILURE;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("toolplane: cli.io: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_FAILURE);
+        }
+    };
+    runtime.block_on(async {
+        // The bundled MCP server speaks on stdout and needs no logs; the plane logs what its
+        // services do; client commands only log problems, so their output stays readable.
+        let telemetry = match &cli.command {
+            Command::DemoMcpServer => None,
+            command => {
+                // `toolplane` also matches the service crates (`toolplane_runtime`, …): a filter
+                // target is a prefix.
+                let directive = match command {
+                    Command::Up(args) if !args.demo => "warn,toolplane=info",
+                    Command::Up(_) => "warn",
+                    _ => "error",
+                };
+                let config = toolplane_telemetry::TelemetryConfig::new("toolplane")
+                    .with_service_version(env!("CARGO_PKG_VERSION"))
+                    .with_default_directive(directive);
+                match toolplane_telemetry::init(config) {
+                    Ok(guard) => Some(guard),
+                    Err(e) => {
+                        eprintln!("toolplane: {e}");
+                        return ExitCode::from(EXIT_FAILURE);
+                    }
+                }
+            }
+        };
+        let code = match toolplane::cli::dispatch(cli).await {
+            Ok(code) => ExitCode::from(code),
+            Err(e) => {
+                eprintln!("toolplane: {}", e.one_line());
+                ExitCode::from(e.exit_code())
+            }
+        };
+        drop(telemetry);
+        code
+    })
 }

@@ -220,7 +220,12 @@ async fn mcp_tools_run_through_the_plane_with_views_for_large_results_and_rechec
 async fn a_scripted_run_uses_every_kind_of_tool_and_promotes_persist() {
     let mut h = harness().await;
     let everything = toolplane_testkit::mcp_fixture::server_everything_entry().unwrap();
-    register(&mut h, "everything", stdio("node", &[&everything.to_string_lossy(), "stdio"])).await;
+    register(
+        &mut h,
+        "everything",
+        stdio("node", &[&everything.to_string_lossy(), "stdio"]),
+    )
+    .await;
     refresh_catalog(&h).await;
     h.put_profile(writer_profile()).await;
     let call = |name: &str, args: Value| json!({"function": {"name": name, "arguments": args}});
@@ -238,10 +243,17 @@ async fn a_scripted_run_uses_every_kind_of_tool_and_promotes_persist() {
         .start_run(pb::StartRunRequest {
             spec: Some(pb::RunSpec {
                 profile_id: "writer".into(),
-                model: Some(pb::ModelEndpoint { kind: pb::ModelEndpointKind::Scripted as i32, script_json: Some(script.to_string()), ..Default::default() }),
+                model: Some(pb::ModelEndpoint {
+                    kind: pb::ModelEndpointKind::Scripted as i32,
+                    script_json: Some(script.to_string()),
+                    ..Default::default()
+                }),
                 initial_user_message: "Ask the echo tool and write down the answer.".into(),
                 mode: pb::RunMode::Foreground as i32,
-                chat: Some(pb::ChatBinding { chat_id: "chat-scripted".into(), message_id: None }),
+                chat: Some(pb::ChatBinding {
+                    chat_id: "chat-scripted".into(),
+                    message_id: None,
+                }),
                 ..Default::default()
             }),
         })
@@ -252,50 +264,116 @@ async fn a_scripted_run_uses_every_kind_of_tool_and_promotes_persist() {
         .unwrap()
         .run_id;
     // Follow the run as it happens.
-    let mut stream = h.runtime.watch_run(pb::WatchRunRequest { run_id: run.clone(), from_seq: 1, history_only: false }).await.unwrap().into_inner();
+    let mut stream = h
+        .runtime
+        .watch_run(pb::WatchRunRequest {
+            run_id: run.clone(),
+            from_seq: 1,
+            history_only: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
     let mut seen = Vec::new();
-    while let Some(item) = tokio::time::timeout(std::time::Duration::from_secs(30), stream.message()).await.unwrap().unwrap() {
+    while let Some(item) =
+        tokio::time::timeout(std::time::Duration::from_secs(30), stream.message())
+            .await
+            .unwrap()
+            .unwrap()
+    {
         let e = item.event.unwrap();
-        let end = matches!(e.r#type.as_str(), "run_completed" | "run_failed" | "run_partial_success");
+        let end = matches!(
+            e.r#type.as_str(),
+            "run_completed" | "run_failed" | "run_partial_success"
+        );
         seen.push(e);
         if end {
             break;
         }
     }
-    assert_eq!(seen.last().unwrap().r#type, "run_completed", "{:?}", types(&seen));
+    assert_eq!(
+        seen.last().unwrap().r#type,
+        "run_completed",
+        "{:?}",
+        types(&seen)
+    );
     assert!(seen.windows(2).all(|w| w[1].seq == w[0].seq + 1));
     let done = h.run(&run).await;
     assert_eq!(done.status, pb::RunStatus::Completed as i32);
 
-    let calls: Vec<Value> = seen.iter().filter(|e| e.r#type == "tool_call_completed" || e.r#type == "tool_call_failed").map(payload).collect();
-    let echo = calls.iter().find(|c| c["alias"] == "mcp__everything__echo").unwrap();
+    let calls: Vec<Value> = seen
+        .iter()
+        .filter(|e| e.r#type == "tool_call_completed" || e.r#type == "tool_call_failed")
+        .map(payload)
+        .collect();
+    let echo = calls
+        .iter()
+        .find(|c| c["alias"] == "mcp__everything__echo")
+        .unwrap();
     assert_eq!(echo["isError"], false);
-    let result: Value = serde_json::from_slice(&h.object(&run, echo["resultPath"].as_str().unwrap()).await.unwrap()).unwrap();
-    assert!(result["result"]["content"].as_str().unwrap().contains("ping"));
-    assert!(result["raw"].is_object(), "the full MCP result is kept for audit");
-    let refused = calls.iter().find(|c| c["errorCode"] == "agent.tool_after_finish").unwrap();
+    let result: Value = serde_json::from_slice(
+        &h.object(&run, echo["resultPath"].as_str().unwrap())
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        result["result"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("ping")
+    );
+    assert!(
+        result["raw"].is_object(),
+        "the full MCP result is kept for audit"
+    );
+    let refused = calls
+        .iter()
+        .find(|c| c["errorCode"] == "agent.tool_after_finish")
+        .unwrap();
     assert_eq!(refused["alias"], "workspace_finish");
-    assert_eq!(h.chat("chat-scripted").await.last().unwrap().content, "# Answer\necho said: ping\n");
+    assert_eq!(
+        h.chat("chat-scripted").await.last().unwrap().content,
+        "# Answer\necho said: ping\n"
+    );
     assert!(types(&seen).contains(&"persistent_changes_committed".to_owned()));
-    let promoted = seen.iter().find(|e| e.r#type == "persistent_changes_committed").map(payload).unwrap();
-    assert!(promoted["changedPaths"].to_string().contains("memory.md"), "{promoted}");
+    let promoted = seen
+        .iter()
+        .find(|e| e.r#type == "persistent_changes_committed")
+        .map(payload)
+        .unwrap();
+    assert!(
+        promoted["changedPaths"].to_string().contains("memory.md"),
+        "{promoted}"
+    );
     // The next run of the chat sees what this one persisted.
     let next = h
         .runtime
-        .create_run(pb::CreateRunRequest { chat: Some(pb::ChatBinding { chat_id: "chat-scripted".into(), message_id: None }), profile_id: "writer".into(), ..Default::default() })
+        .create_run(pb::CreateRunRequest {
+            chat: Some(pb::ChatBinding {
+                chat_id: "chat-scripted".into(),
+                message_id: None,
+            }),
+            profile_id: "writer".into(),
+            ..Default::default()
+        })
         .await
         .unwrap()
         .into_inner()
         .run
         .unwrap();
-    assert_eq!(h.object(&next.run_id, "persist/memory.md").await.unwrap(), b"remember the echo\n");
+    assert_eq!(
+        h.object(&next.run_id, "persist/memory.md").await.unwrap(),
+        b"remember the echo\n"
+    );
     h.plane.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_external_host_that_is_down_gives_a_recoverable_result() {
     let mut h = harness().await;
-    h.put_profile(json!({"id": "ext-user", "tools": {"allow": ["builtin:dice.roll"]}})).await;
+    h.put_profile(json!({"id": "ext-user", "tools": {"allow": ["builtin:dice.roll"]}}))
+        .await;
     // A per-run tool whose host does not listen.
     let port = toolplane_testkit::mcp_fixture::free_port().unwrap();
     let run = h
@@ -305,9 +383,17 @@ async fn an_external_host_that_is_down_gives_a_recoverable_result() {
             mode: pb::RunMode::Background as i32,
             tools: vec![pb::RunToolHost {
                 host_id: "crm".into(),
-                endpoint: Some(pb::ExecutorEndpoint { url: format!("http://127.0.0.1:{port}"), ..Default::default() }),
+                endpoint: Some(pb::ExecutorEndpoint {
+                    url: format!("http://127.0.0.1:{port}"),
+                    ..Default::default()
+                }),
                 tools: vec![pb::ToolRegistration {
-                    descriptor: Some(pb::ToolDescriptor { id: "ext/crm:lookup".into(), description: "Look a customer up.".into(), input_schema_json: "{\"type\":\"object\"}".into(), ..Default::default() }),
+                    descriptor: Some(pb::ToolDescriptor {
+                        id: "ext/crm:lookup".into(),
+                        description: "Look a customer up.".into(),
+                        input_schema_json: "{\"type\":\"object\"}".into(),
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 }],
             }],
@@ -320,9 +406,24 @@ async fn an_external_host_that_is_down_gives_a_recoverable_result() {
         .unwrap()
         .run_id;
     let inv = h.open(&run, OPENAI).await;
-    let r = h.execute(&inv.invocation_id, &inv.first_turn.unwrap().turn_id, OPENAI, openai_calls(&[("k1", "ext__crm__lookup", json!({"id": 7}))])).await.unwrap();
+    let r = h
+        .execute(
+            &inv.invocation_id,
+            &inv.first_turn.unwrap().turn_id,
+            OPENAI,
+            openai_calls(&[("k1", "ext__crm__lookup", json!({"id": 7}))]),
+        )
+        .await
+        .unwrap();
     assert!(r.results[0].is_error);
-    assert_eq!(r.results[0].error_code.as_deref(), Some("tool.executor_unavailable"));
-    assert_eq!(r.state, pb::InvocationState::Open as i32, "the model can go on");
+    assert_eq!(
+        r.results[0].error_code.as_deref(),
+        Some("tool.executor_unavailable")
+    );
+    assert_eq!(
+        r.state,
+        pb::InvocationState::Open as i32,
+        "the model can go on"
+    );
     h.plane.shutdown().await;
 }

@@ -1,0 +1,155 @@
+"""The Python client against a real plane: `toolplane up` started on free loopback ports, the stubs
+generated from proto/, and the example agent loop driving a host-driven run with OpenAI-format
+tools (a fake model of canned assistant messages stands in for the real one) — write a file,
+commit it, finish — until the run has completed and the answer is in the chat.
+
+The binary is `$TOOLPLANE_BIN`, default `target/debug/toolplane` (build it with
+`cargo build -p toolplane`); a missing binary fails the test with that command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[2]
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parent / "examples"))
+
+from toolplane_client import ToolplaneError, common_pb2, connect, runtime_pb2  # noqa: E402
+from agent_loop import run_agent  # noqa: E402
+
+NOTE = "# From Python\n\nWritten through toolplane's host-driven mode.\n"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def toolplane_bin() -> Path:
+    path = Path(os.environ.get("TOOLPLANE_BIN", ROOT / "target" / "debug" / "toolplane"))
+    if not path.is_absolute():
+        path = ROOT / path
+    if not path.is_file():
+        pytest.fail(f"the toolplane binary is not at {path}: build it with `cargo build -p toolplane` or set TOOLPLANE_BIN")
+    return path
+
+
+@pytest.fixture(scope="module")
+def plane(tmp_path_factory):
+    data = tmp_path_factory.mktemp("plane")
+    ports = {name: free_port() for name in ("runtime", "catalog", "catalog-http", "workspace", "mcp-proxy")}
+    args = [str(toolplane_bin()), "up", "--data-dir", str(data / ".toolplane")]
+    for name, port in ports.items():
+        args += [f"--{name}-port", str(port)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TOOLPLANE_", "OPENAI_"))}
+    proc = subprocess.Popen(args, cwd=data, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    up = threading.Event()
+
+    def read_stdout():
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if "toolplane is up" in line:
+                up.set()
+
+    threading.Thread(target=read_stdout, daemon=True).start()
+    if not up.wait(60):
+        proc.kill()
+        pytest.fail(f"`toolplane up` did not start:\n{''.join(lines)}\n{proc.stderr.read()}")
+    client = connect(
+        runtime=f"127.0.0.1:{ports['runtime']}",
+        catalog=f"127.0.0.1:{ports['catalog']}",
+        workspace=f"127.0.0.1:{ports['workspace']}",
+        mcp_proxy=f"127.0.0.1:{ports['mcp-proxy']}",
+    )
+    client.wait_ready(timeout=30)
+    yield client
+    client.close()
+    proc.send_signal(signal.SIGINT)
+    try:
+        code = proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("`toolplane up` did not stop within 30 s of Ctrl-C")
+    assert code == 0, proc.stderr.read()
+
+
+class FakeModel:
+    """A model that answers with canned assistant messages, in order, and records each request."""
+
+    def __init__(self, replies):
+        self.replies = list(replies)
+        self.requests = []
+
+    def __call__(self, request):
+        self.requests.append(request)
+        assert self.replies, "the loop asked for more turns than were scripted"
+        return self.replies.pop(0)
+
+
+def call(call_id, name, arguments):
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}],
+    }
+
+
+WRITER = {"id": "py-writer", "tools": {"allow": ["builtin:workspace.*"], "maxRounds": 10}}
+
+
+def test_a_host_driven_turn_writes_commits_and_finishes(plane):
+    plane.put_profile(WRITER)
+    model = FakeModel(
+        [
+            call("call_1", "workspace_write_file", {"path": "output/main.md", "content": NOTE}),
+            call("call_2", "workspace_commit", {}),
+            call("call_3", "workspace_finish", {"summary": "done"}),
+        ]
+    )
+    run, messages = run_agent(plane, model, "Write a note.", profile_id="py-writer", chat_id="py-chat")
+
+    assert run.status == common_pb2.RUN_STATUS_COMPLETED, run
+    assert run.committed
+    assert not model.replies, "every scripted turn was used"
+    # The model was offered the tools in OpenAI's own shape.
+    first = model.requests[0]
+    names = [t["function"]["name"] for t in first["tools"]]
+    assert "workspace_write_file" in names and "workspace_finish" in names
+    assert first["tool_choice"] == "auto"
+    # Each call's result came back as a `role: tool` message for that call id.
+    tool_messages = [m for m in messages if m.get("role") == "tool"]
+    assert [m["tool_call_id"] for m in tool_messages] == ["call_1", "call_2", "call_3"]
+    assert "output/main.md" in tool_messages[0]["content"]
+    # The committed answer is in the chat, and the journal tells the story.
+    assert plane.chat_messages("py-chat")[-1].content == NOTE
+    kinds = [e["type"] for e in plane.journal(run.run_id)]
+    assert kinds[0] == "run_created" and kinds[-1] == "run_completed"
+    assert kinds.count("tool_call_completed") == 3
+
+
+def test_a_contract_violation_is_a_coded_error_and_fails_the_run(plane):
+    plane.put_profile(WRITER)
+    run = plane.create_run(profile_id="py-writer", chat_id="py-chat-2", background=True)
+    invocation = plane.open_invocation(run.run_id, "openai_chat")
+    with pytest.raises(ToolplaneError) as error:
+        plane.execute_tool_calls(invocation, call("x1", "shell_exec", {}))
+    assert error.value.code == "model.unknown_tool_alias"
+    assert invocation.state == runtime_pb2.INVOCATION_STATE_FAILED
+    deadline = time.time() + 10
+    while plane.get_run(run.run_id).status != common_pb2.RUN_STATUS_FAILED and time.time() < deadline:
+        time.sleep(0.05)
+    assert plane.get_run(run.run_id).failure.code == "model.unknown_tool_alias"

@@ -1,0 +1,214 @@
+//! `toolplane up` start-up and idle memory, measured on the real binary as a user starts it:
+//! - time from spawning `toolplane up` (fresh data directory, free ports) until all four services
+//!   answer `grpc.health.v1.Health/Check` with SERVING, against the time from spawning a bare
+//!   tonic server process (this benchmark re-executed as the testkit echo server with gRPC health)
+//!   until its health check passes, both measured here, interleaved (target < 2×);
+//! - resident memory (VmRSS) of the idle all-in-one process, a few seconds after it is up
+//!   (target < 60 MiB).
+//!
+//! Run with `cargo bench -p toolplane --bench up` (`TOOLPLANE_BENCH_ROUNDS`, default 15).
+
+// A benchmark's set-up either works or the benchmark is meaningless.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+use toolplane_testkit::mcp_fixture::free_port;
+
+/// Set in the child that serves the baseline.
+const CHILD_ENV: &str = "TOOLPLANE_BENCH_BARE_TONIC";
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Polls `addr` until its overall health is SERVING (connection refused counts as not yet).
+async fn wait_healthy(addr: &str, deadline: Instant) {
+    let url = format!("http://{addr}");
+    loop {
+        assert!(Instant::now() < deadline, "{addr} was not healthy in time");
+        if let Ok(channel) = tonic::transport::Endpoint::from_shared(url.clone())
+            .unwrap()
+            .connect()
+            .await
+        {
+            let mut health = HealthClient::new(channel);
+            if let Ok(r) = health
+                .check(HealthCheckRequest {
+                    service: String::new(),
+                })
+                .await
+                && r.into_inner().status == ServingStatus::Serving as i32
+            {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+fn stop(mut child: Child) {
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if child.try_wait().unwrap().is_some() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The baseline: one bare tonic server (echo + health) in a fresh process.
+async fn bare_tonic() -> Duration {
+    let start = Instant::now();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .env(CHILD_ENV, "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    wait_healthy(line.trim(), start + Duration::from_secs(20)).await;
+    let took = start.elapsed();
+    drop(child.stdin.take());
+    let _ = child.kill();
+    let _ = child.wait();
+    took
+}
+
+/// The subject: `toolplane up` with every service healthy; returns the time and the process.
+async fn toolplane_up(dir: &std::path::Path) -> (Duration, Child) {
+    let ports: Vec<u16> = (0..5).map(|_| free_port().unwrap()).collect();
+    let start = Instant::now();
+    let child = Command::new(env!("CARGO_BIN_EXE_toolplane"))
+        .current_dir(dir)
+        .args(["up", "--data-dir", ".toolplane"])
+        .args([
+            "--runtime-port",
+            &ports[0].to_string(),
+            "--catalog-port",
+            &ports[1].to_string(),
+        ])
+        .args([
+            "--catalog-http-port",
+            &ports[2].to_string(),
+            "--workspace-port",
+            &ports[3].to_string(),
+        ])
+        .args(["--mcp-proxy-port", &ports[4].to_string()])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = start + Duration::from_secs(30);
+    for port in [ports[0], ports[1], ports[3], ports[4]] {
+        wait_healthy(&format!("127.0.0.1:{port}"), deadline).await;
+    }
+    (start.elapsed(), child)
+}
+
+fn serve_bare_tonic() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (addr, _server) = toolplane_testkit::spawn_echo_server().await.unwrap();
+        println!("{addr}");
+        // Serve until the parent closes stdin or kills this process.
+        let _ = tokio::task::spawn_blocking(|| {
+            std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new())
+        })
+        .await;
+    });
+}
+
+fn main() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        serve_bare_tonic();
+        return;
+    }
+    let rounds: usize = std::env::var("TOOLPLANE_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(15)
+        .max(3);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        // One of each first, unmeasured: page cache and binaries warm for both.
+        let _ = bare_tonic().await;
+        let warm = tempfile::tempdir().unwrap();
+        stop(toolplane_up(warm.path()).await.1);
+
+        // `toolplane up` is usually started again on the data directory it used before; the very
+        // first start also creates and fsyncs every store. Both are measured.
+        let existing = tempfile::tempdir().unwrap();
+        stop(toolplane_up(existing.path()).await.1);
+        let (mut base, mut again, mut fresh) = (Vec::new(), Vec::new(), Vec::new());
+        let mut rss = Vec::new();
+        for i in 0..rounds {
+            base.push(bare_tonic().await);
+            let (took, child) = toolplane_up(existing.path()).await;
+            again.push(took);
+            if i < 3 {
+                // Idle: nothing calls it for a few seconds (the catalog's refresher still runs).
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                rss.push(rss_kib(child.id()));
+            }
+            stop(child);
+            let dir = tempfile::tempdir().unwrap();
+            let (took, child) = toolplane_up(dir.path()).await;
+            fresh.push(took);
+            stop(child);
+        }
+        let (b, a, f) = (median(base), median(again), median(fresh));
+        let ratio = a.as_secs_f64() / b.as_secs_f64();
+        let fresh_ratio = f.as_secs_f64() / b.as_secs_f64();
+        let rss_mib = rss.iter().copied().max().unwrap_or(0) as f64 / 1024.0;
+        println!("rounds {rounds}");
+        println!("bare tonic server process to healthy, p50 {b:?}");
+        println!(
+            "toolplane up (existing data directory) to all four services healthy, p50 {a:?} = {ratio:.2}× (target < 2) {}",
+            if ratio < 2.0 { "ok" } else { "MISSED" }
+        );
+        println!(
+            "toolplane up (new data directory: stores created and fsynced) to all four healthy, p50 {f:?} = {fresh_ratio:.2}× (target < 2) {}",
+            if fresh_ratio < 2.0 { "ok" } else { "MISSED" }
+        );
+        println!(
+            "toolplane up idle RSS {rss_mib:.1} MiB (max of {} samples, target < 60) {}",
+            rss.len(),
+            if rss_mib < 60.0 { "ok" } else { "MISSED" }
+        );
+    });
+}

@@ -1,0 +1,157 @@
+//! `toolplane up`: the four services in this process ([`crate::plane`]), each on its own port
+//! over real gRPC with storage under one data directory, the endpoints printed, optionally the
+//! demo run, and a clean stop on Ctrl-C or SIGTERM (a second Ctrl-C stops at once). It composes the
+//! plane; it never changes how a service behaves.
+
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use crate::cli::UpArgs;
+use crate::client::Endpoints;
+use crate::error::CliError;
+use crate::output::{Out, line, warn};
+use crate::plane::{Plane, PlaneConfig};
+
+/// Exit status after an interrupt that cut a `--once` demo short (128 + SIGINT).
+const EXIT_INTERRUPTED: u8 = 130;
+
+pub async fn up(args: UpArgs, out: Out) -> Result<u8, CliError> {
+    let mut cfg = PlaneConfig::new(args.data_dir.clone());
+    cfg.host = args.host;
+    cfg.runtime_port = args.runtime_port;
+    cfg.catalog_port = args.catalog_port;
+    cfg.catalog_http_port = args.catalog_http_port;
+    cfg.workspace_port = args.workspace_port;
+    cfg.mcp_proxy_port = args.mcp_proxy_port;
+    cfg.profiles_dir = match args.profiles_dir {
+        Some(dir) if !dir.is_dir() => {
+            return Err(CliError::InvalidInput(format!(
+                "the profiles directory {} does not exist",
+                dir.display()
+            )));
+        }
+        Some(dir) => Some(dir),
+        // The shipped profiles are picked up when run from a checkout.
+        None => Some(PathBuf::from("profiles")).filter(|d| d.is_dir()),
+    };
+    if !args.host.is_loopback() {
+        warn(&format!(
+            "binding {}: anyone who can reach this address can use the plane, and start processes through stdio MCP registrations",
+            args.host
+        ));
+    }
+
+    let plane = Plane::up(cfg).await?;
+    let eps = Endpoints {
+        runtime: plane.runtime_url(),
+        catalog: plane.catalog_url(),
+        workspace: plane.workspace_url(),
+        mcp_proxy: plane.mcp_proxy_url(),
+        cell: String::new(),
+    };
+    if out.json {
+        out.json_line(&json!({
+            "event": "up",
+            "runtime": eps.runtime,
+            "catalog": eps.catalog,
+            "catalogHttp": plane.catalog_http_url(),
+            "workspace": eps.workspace,
+            "mcpProxy": eps.mcp_proxy,
+            "dataDir": args.data_dir,
+        }))?;
+    } else {
+        line(&format!(
+            "toolplane is up (data in {})",
+            args.data_dir.display()
+        ))?;
+        line(&format!("  runtime     {}", eps.runtime))?;
+        line(&format!(
+            "  catalog     {}   (HTTP {}/tools)",
+            eps.catalog,
+            plane.catalog_http_url()
+        ))?;
+        line(&format!("  workspace   {}", eps.workspace))?;
+        line(&format!("  mcp-proxy   {}", eps.mcp_proxy))?;
+        if !args.demo {
+            line("Press Ctrl-C to stop.")?;
+        }
+    }
+
+    if args.demo {
+        let demo = tokio::select! {
+            r = crate::demo::run(&eps, out) => Some(r),
+            () = shutdown_signal() => None,
+        };
+        match demo {
+            None => {
+                stop(plane, out).await?;
+                return Ok(if args.once { EXIT_INTERRUPTED } else { 0 });
+            }
+            Some(Err(e)) => {
+                stop(plane, out).await?;
+                return Err(e);
+            }
+            Some(Ok(run)) if args.once => {
+                stop(plane, out).await?;
+                return if run.status == toolplane_proto::v1::RunStatus::Completed as i32 {
+                    Ok(0)
+                } else {
+                    Err(crate::commands::run::run_failed(&run))
+                };
+            }
+            Some(Ok(_)) => {
+                if !out.json {
+                    line(
+                        "The plane keeps serving; try `toolplane tools ls` or `toolplane events <run>` in another terminal. Press Ctrl-C to stop.",
+                    )?;
+                }
+            }
+        }
+    }
+    shutdown_signal().await;
+    stop(plane, out).await?;
+    Ok(0)
+}
+
+/// Stops the services in order; a second Ctrl-C during the stop exits at once.
+async fn stop(plane: Plane, out: Out) -> Result<(), CliError> {
+    if !out.json {
+        line("stopping…")?;
+    }
+    tokio::select! {
+        () = plane.shutdown() => {}
+        () = shutdown_signal() => {
+            eprintln!("toolplane: stopped without waiting for the services to finish");
+            std::process::exit(i32::from(EXIT_INTERRUPTED));
+        }
+    }
+    if out.json {
+        out.json_line(&json!({"event": "stopped"}))
+    } else {
+        line("stopped")
+    }
+}
+
+/// Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

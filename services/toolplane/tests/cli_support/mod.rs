@@ -1,0 +1,322 @@
+//! Shared set-up of the CLI's end-to-end tests: the real `toolplane` binary run as a user would —
+//! `toolplane up` as a child process on free loopback ports with its own data directory, and
+//! every other command as its own process pointed at it — plus the checks a user makes of the
+//! output (one clear error line, no panic trace).
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use toolplane_testkit::mcp_fixture::free_port;
+
+/// The binary under test.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_toolplane"))
+}
+
+/// A `toolplane` command with an environment that cannot leak into the test: no plane addresses,
+/// no model endpoint, no log filter from the caller.
+pub fn command(cwd: &Path) -> Command {
+    let mut c = Command::new(bin());
+    c.current_dir(cwd).stdin(Stdio::null());
+    for var in [
+        "TOOLPLANE_RUNTIME_URL",
+        "TOOLPLANE_CATALOG_URL",
+        "TOOLPLANE_WORKSPACE_URL",
+        "TOOLPLANE_MCP_PROXY_URL",
+        "TOOLPLANE_CELL",
+        "TOOLPLANE_DATA_DIR",
+        "TOOLPLANE_HOST",
+        "TOOLPLANE_PROFILES_DIR",
+        "OPENAI_BASE_URL",
+        "OPENAI_API_KEY",
+        "OPENAI_MODEL",
+        "RUST_LOG",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    ] {
+        c.env_remove(var);
+    }
+    c
+}
+
+/// The ports of one plane.
+#[derive(Debug, Clone, Copy)]
+pub struct Ports {
+    pub runtime: u16,
+    pub catalog: u16,
+    pub catalog_http: u16,
+    pub workspace: u16,
+    pub mcp_proxy: u16,
+}
+
+impl Ports {
+    pub fn free() -> Ports {
+        Ports {
+            runtime: free_port().unwrap(),
+            catalog: free_port().unwrap(),
+            catalog_http: free_port().unwrap(),
+            workspace: free_port().unwrap(),
+            mcp_proxy: free_port().unwrap(),
+        }
+    }
+
+    /// `toolplane up`'s port flags.
+    pub fn up_args(&self) -> Vec<String> {
+        [
+            ("--runtime-port", self.runtime),
+            ("--catalog-port", self.catalog),
+            ("--catalog-http-port", self.catalog_http),
+            ("--workspace-port", self.workspace),
+            ("--mcp-proxy-port", self.mcp_proxy),
+        ]
+        .iter()
+        .flat_map(|(flag, port)| [(*flag).to_owned(), port.to_string()])
+        .collect()
+    }
+
+    /// The client commands' address flags.
+    pub fn client_args(&self) -> Vec<String> {
+        [
+            ("--runtime", self.runtime),
+            ("--catalog", self.catalog),
+            ("--workspace", self.workspace),
+            ("--mcp-proxy", self.mcp_proxy),
+        ]
+        .iter()
+        .flat_map(|(flag, port)| [(*flag).to_owned(), format!("127.0.0.1:{port}")])
+        .collect()
+    }
+}
+
+/// A finished command as the user saw it.
+#[derive(Debug)]
+pub struct Ran {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Ran {
+    fn from(o: Output) -> Ran {
+        Ran {
+            code: o.status.code(),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+
+    /// Succeeded; shows both streams otherwise.
+    pub fn ok(self) -> Ran {
+        assert_eq!(
+            self.code,
+            Some(0),
+            "expected success\nstdout:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", self.stdout))
+    }
+
+    /// Failed with `code` and exactly one stderr line `toolplane: <error code>: …`, no panic trace.
+    pub fn one_line_error(&self, exit: i32, error_code: &str) -> &str {
+        assert_eq!(
+            self.code,
+            Some(exit),
+            "exit status\nstdout:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+        let lines: Vec<&str> = self
+            .stderr
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .collect();
+        assert_eq!(lines.len(), 1, "one error line expected:\n{}", self.stderr);
+        assert!(
+            lines[0].starts_with(&format!("toolplane: {error_code}")),
+            "error line: {}",
+            lines[0]
+        );
+        assert!(
+            !self.stderr.contains("panicked") && !self.stderr.contains("RUST_BACKTRACE"),
+            "{}",
+            self.stderr
+        );
+        lines[0]
+    }
+}
+
+/// Runs `toolplane args…` in `cwd` to the end (at most 120 s).
+pub fn run_in(cwd: &Path, args: &[&str]) -> Ran {
+    let child = command(cwd)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_output(child, Duration::from_secs(120))
+}
+
+fn wait_output(child: Child, limit: Duration) -> Ran {
+    let pid = child.id();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => Ran::from(out.unwrap()),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            panic!("toolplane did not finish within {limit:?}");
+        }
+    }
+}
+
+/// Sends SIGINT, as Ctrl-C does.
+pub fn interrupt(pid: u32) {
+    let status = Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// `toolplane up` running as a child process on free ports, with its own data directory (also its
+/// working directory). Killed on drop if a test fails before stopping it.
+pub struct Up {
+    pub child: Option<Child>,
+    pub ports: Ports,
+    pub dir: tempfile::TempDir,
+    /// Every stdout line so far (read by a thread).
+    lines: Receiver<String>,
+    pub seen: Vec<String>,
+    stderr: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Up {
+    /// Starts `toolplane up <extra…>` and waits until it prints that it is up.
+    pub fn start(extra: &[&str]) -> Up {
+        let dir = tempfile::tempdir().unwrap();
+        let ports = Ports::free();
+        let mut child = command(dir.path())
+            .arg("up")
+            .args(ports.up_args())
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(stdout).lines() {
+                let Ok(l) = l else { break };
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut s);
+            s
+        });
+        let mut up = Up {
+            child: Some(child),
+            ports,
+            dir,
+            lines,
+            seen: Vec::new(),
+            stderr: Some(stderr),
+        };
+        up.wait_for_line("toolplane is up", Duration::from_secs(60));
+        up
+    }
+
+    /// Waits until a stdout line contains `text`; returns it.
+    pub fn wait_for_line(&mut self, text: &str, limit: Duration) -> String {
+        let deadline = Instant::now() + limit;
+        if let Some(l) = self.seen.iter().find(|l| l.contains(text)) {
+            return l.clone();
+        }
+        while Instant::now() < deadline {
+            match self.lines.recv_timeout(Duration::from_millis(100)) {
+                Ok(l) => {
+                    self.seen.push(l.clone());
+                    if l.contains(text) {
+                        return l;
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        panic!(
+            "`toolplane up` never printed `{text}`; stdout so far:\n{}",
+            self.seen.join("\n")
+        );
+    }
+
+    /// Runs a client command against this plane (address flags first, so that a command after
+    /// `--` stays last).
+    pub fn cli(&self, args: &[&str]) -> Ran {
+        let mut all = self.ports.client_args();
+        all.extend(args.iter().map(|a| (*a).to_owned()));
+        let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+        run_in(self.dir.path(), &refs)
+    }
+
+    /// Ctrl-C, then waits for the process to end; returns its status, all of stdout and stderr.
+    pub fn interrupt(mut self) -> (ExitStatus, String, String) {
+        let mut child = self.child.take().unwrap();
+        interrupt(child.id());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "`toolplane up` did not stop within 30 s of Ctrl-C"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(500)) {
+            self.seen.push(l);
+        }
+        let stderr = self
+            .stderr
+            .take()
+            .map(|h| h.join().unwrap())
+            .unwrap_or_default();
+        (status, self.seen.join("\n"), stderr)
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Writes `text` to `name` in `dir`; returns the path as a string.
+pub fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}

@@ -1,0 +1,162 @@
+//! `toolplane up` as a user runs it: the demo end to end (its scripted agent calling the bundled
+//! MCP server through the mcp-proxy, the timeline printed as it happens, `--once` exiting with the
+//! run's status), serving until Ctrl-C and stopping cleanly, and a port in use refused with one
+//! clear line.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod cli_support;
+
+use cli_support::*;
+
+fn tool_line<'a>(stdout: &'a str, alias: &str) -> &'a str {
+    stdout
+        .lines()
+        .find(|l| l.contains(" tool ") && l.contains(alias))
+        .unwrap_or_else(|| panic!("no tool line for {alias} in:\n{stdout}"))
+}
+
+#[test]
+fn up_demo_once_runs_the_scripted_agent_shows_its_timeline_and_exits_with_its_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let ports = Ports::free();
+    let mut args = vec!["up".to_owned(), "--demo".to_owned(), "--once".to_owned()];
+    args.extend(ports.up_args());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let ran = run_in(dir.path(), &refs).ok();
+    let out = &ran.stdout;
+
+    assert!(
+        out.contains(&format!("runtime     http://127.0.0.1:{}", ports.runtime)),
+        "the endpoints are printed:\n{out}"
+    );
+    assert!(
+        out.contains(&format!("mcp-proxy   http://127.0.0.1:{}", ports.mcp_proxy)),
+        "{out}"
+    );
+    // Every step of the agent, in order, each with its alias, outcome and duration.
+    let aliases = [
+        "workspace_list_files",
+        "workspace_write_file",
+        "workspace_apply_patch",
+        "workspace_search_files",
+        "mcp__demo__word_count",
+        "workspace_commit",
+        "workspace_finish",
+    ];
+    let mut last = 0;
+    for alias in aliases {
+        let l = tool_line(out, alias);
+        assert!(
+            l.contains(" ok ") && l.contains(" ms") && l.contains("known"),
+            "{l}"
+        );
+        let at = out.find(l).unwrap();
+        assert!(at > last, "{alias} out of order:\n{out}");
+        last = at;
+    }
+    assert!(out.contains("run       completed"), "{out}");
+    // The answer as committed, patched by the agent.
+    assert!(
+        out.contains("This note was written by a scripted demo agent"),
+        "{out}"
+    );
+    assert!(
+        out.trim_end().ends_with("stopped"),
+        "it stops after the run with --once:\n{out}"
+    );
+    // The data directory defaults to ./.toolplane and holds each service's storage.
+    for service in ["runtime", "catalog", "workspace", "mcp-proxy"] {
+        assert!(
+            dir.path().join(".toolplane").join(service).is_dir(),
+            "{service} storage"
+        );
+    }
+
+    // A second demo on the same data directory re-uses the registration and runs again.
+    let again = run_in(dir.path(), &refs).ok();
+    assert_eq!(
+        again.stdout.matches("run       completed").count(),
+        1,
+        "{}",
+        again.stdout
+    );
+    assert!(tool_line(&again.stdout, "mcp__demo__word_count").contains(" ok "));
+}
+
+#[test]
+fn up_serves_until_ctrl_c_and_then_stops_cleanly() {
+    let up = Up::start(&[]);
+    let tools = up.cli(&["tools", "ls", "--json"]).ok().json();
+    assert!(
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["id"] == "builtin:workspace.read_file"),
+        "{tools}"
+    );
+    // Every service answers on its own port.
+    for port in [
+        up.ports.runtime,
+        up.ports.catalog,
+        up.ports.catalog_http,
+        up.ports.workspace,
+        up.ports.mcp_proxy,
+    ] {
+        assert!(
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
+            "port {port}"
+        );
+    }
+    let ports = up.ports;
+    let (status, stdout, stderr) = up.interrupt();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stdout.contains("stopping…") && stdout.trim_end().ends_with("stopped"),
+        "{stdout}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    // The ports are free again.
+    for port in [
+        ports.runtime,
+        ports.catalog,
+        ports.workspace,
+        ports.mcp_proxy,
+    ] {
+        assert!(
+            std::net::TcpListener::bind(("127.0.0.1", port)).is_ok(),
+            "port {port} still taken"
+        );
+    }
+}
+
+#[test]
+fn a_port_in_use_is_one_clear_line_and_a_non_zero_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let mut ports = Ports::free();
+    ports.workspace = port;
+    let mut args = vec!["up".to_owned()];
+    args.extend(ports.up_args());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let ran = run_in(dir.path(), &refs);
+    let line = ran.one_line_error(1, "plane.bind_failed");
+    assert!(
+        line.contains(&format!("127.0.0.1:{port}")) && line.contains("workspace"),
+        "{line}"
+    );
+    assert!(
+        ran.stdout.is_empty(),
+        "nothing claims to be up: {}",
+        ran.stdout
+    );
+
+    // `--once` without `--demo` is a usage error.
+    let usage = run_in(dir.path(), &["up", "--once"]);
+    assert_eq!(usage.code, Some(2), "{}", usage.stderr);
+}
