@@ -964,14 +964,11 @@ impl Runtime {
         failure: Option<Failure>,
     ) -> Result<(), RuntimeError> {
         let before = run.snapshot();
-        if before.status.is_terminal() {
+        // One end per run, even when a cancel and the loop's own failure race.
+        if before.status.is_terminal() || !run.begin_end() {
             return Ok(());
         }
-        let record = run.update(|r| {
-            r.status = status;
-            r.failure = failure.clone();
-        });
-        self.persist_run(run).await?;
+        let record = before.clone();
         let kind = match status {
             RunStatus::Completed => "run_completed",
             RunStatus::PartialSuccess => "run_partial_success",
@@ -1002,6 +999,13 @@ impl Runtime {
                 ],
             )
             .await;
+        // The status turns terminal only once the journal holds the end: whoever sees a finished
+        // run can read its whole journal.
+        let record = run.update(|r| {
+            r.status = status;
+            r.failure = failure.clone();
+        });
+        self.persist_run(run).await?;
         let pb_status = match status {
             RunStatus::Completed => pb::RunStatus::Completed,
             RunStatus::PartialSuccess => pb::RunStatus::PartialSuccess,

@@ -141,6 +141,7 @@ pub struct Run {
     pub record: Mutex<RunRecord>,
     pub journal: Journal,
     cancelled: AtomicBool,
+    ended: AtomicBool,
     pub cancel_notify: Notify,
 }
 
@@ -152,6 +153,7 @@ impl Run {
             journal: Journal::new(&record.run_id, &record.cell_id, next_seq),
             record: Mutex::new(record),
             cancelled: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
             cancel_notify: Notify::new(),
         }
     }
@@ -193,6 +195,11 @@ impl Run {
     pub fn cancel(&self) {
         self.cancelled.store(true, Ordering::SeqCst);
         self.cancel_notify.notify_waiters();
+    }
+
+    /// Claims the run's end; false when another caller already did.
+    pub fn begin_end(&self) -> bool {
+        !self.ended.swap(true, Ordering::SeqCst)
     }
 
     pub fn is_cancelled(&self) -> bool {
