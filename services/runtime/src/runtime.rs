@@ -1056,7 +1056,6 @@ impl Runtime {
                 )],
             )
             .await?;
-        run.cancel();
         let failure = Failure {
             code: codes::RUNTIME_CANCELLED.as_str().into(),
             message: if reason.is_empty() {
@@ -1066,7 +1065,11 @@ impl Runtime {
             },
             retryable: true,
         };
-        self.end_run(run, RunStatus::Cancelled, Some(failure)).await
+        // End the run first (claiming its one end), then wake the loop: a loop that stops because
+        // of the cancel finds the run already ended as cancelled, not failed.
+        let ended = self.end_run(run, RunStatus::Cancelled, Some(failure)).await;
+        run.cancel();
+        ended
     }
 
     /// Closes host-driven invocations that saw no request for the idle timeout.

@@ -298,7 +298,8 @@ async fn a_scripted_run_uses_every_kind_of_tool_and_promotes_persist() {
         types(&seen)
     );
     assert!(seen.windows(2).all(|w| w[1].seq == w[0].seq + 1));
-    let done = h.run(&run).await;
+    // The status turns terminal right after the journal records the end.
+    let done = h.wait_terminal(&run).await;
     assert_eq!(done.status, pb::RunStatus::Completed as i32);
 
     let calls: Vec<Value> = seen
