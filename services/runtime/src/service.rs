@@ -125,12 +125,7 @@ async fn invocation_pb(inv: &Invocation) -> pb::Invocation {
         },
         current_turn: (inner.status == InvocationStatus::Open)
             .then(|| convert::turn_pb(&inner.turn, &turn_id(&inv.id, inner.round), None)),
-        budget: Some(pb::InvocationBudget {
-            calls_used: inner.gate.used_total(),
-            calls_limit: Some(inner.snapshot.max_calls_per_invocation),
-            rounds_used: inner.round,
-            rounds_limit: Some(inner.snapshot.max_rounds),
-        }),
+        budget: Some(budget_pb(&inner)),
         failure: inner.failure.as_ref().map(failure_pb),
         created_at_unix_ms: inv.created_ms,
         ended_at_unix_ms: inner.ended_ms,
@@ -183,6 +178,44 @@ pub fn new_run_from_create(r: pb::CreateRunRequest) -> NewRun {
         initial_user_message: String::new(),
         driver: Some(Driver::Host),
     }
+}
+
+fn budget_pb(inner: &crate::state::InvocationInner) -> pb::InvocationBudget {
+    pb::InvocationBudget {
+        calls_used: inner.gate.used_total(),
+        calls_limit: Some(inner.snapshot.max_calls_per_invocation),
+        rounds_used: inner.round,
+        rounds_limit: Some(inner.snapshot.max_rounds),
+    }
+}
+
+/// An offset page over an in-memory list: `(start, size, next_page_token)`. The token is the
+/// offset of the next page; empty when there is none.
+fn page_window(
+    page_size: u32,
+    default: u32,
+    max: u32,
+    token: &str,
+    len: usize,
+) -> Result<(usize, usize, String), Status> {
+    let size = if page_size == 0 {
+        default
+    } else {
+        page_size.min(max)
+    } as usize;
+    let start: usize = if token.is_empty() {
+        0
+    } else {
+        token
+            .parse()
+            .map_err(|_| Status::invalid_argument("runtime.invalid_request: bad page token"))?
+    };
+    let next = if start + size < len {
+        (start + size).to_string()
+    } else {
+        String::new()
+    };
+    Ok((start, size, next))
 }
 
 type WatchStream =
@@ -247,29 +280,13 @@ impl RuntimeService for RuntimeGrpc {
                 .cmp(&a.created_ms)
                 .then(a.run_id.cmp(&b.run_id))
         });
-        let size = if r.page_size == 0 {
-            50
-        } else {
-            r.page_size.min(500)
-        } as usize;
-        let start: usize = if r.page_token.is_empty() {
-            0
-        } else {
-            r.page_token
-                .parse()
-                .map_err(|_| Status::invalid_argument("runtime.invalid_request: bad page token"))?
-        };
+        let (start, size, next) = page_window(r.page_size, 50, 500, &r.page_token, runs.len())?;
         let page: Vec<pb::Run> = runs
             .iter()
             .skip(start)
             .take(size)
             .map(|x| run_pb(x, 0))
             .collect();
-        let next = if start + size < runs.len() {
-            (start + size).to_string()
-        } else {
-            String::new()
-        };
         Ok(Response::new(pb::ListRunsResponse {
             runs: page,
             next_page_token: next,
@@ -450,12 +467,7 @@ impl RuntimeService for RuntimeGrpc {
                     readable_view_path: d.readable_view_path.clone(),
                 })
                 .collect(),
-            budget: Some(pb::InvocationBudget {
-                calls_used: inner.gate.used_total(),
-                calls_limit: Some(inner.snapshot.max_calls_per_invocation),
-                rounds_used: inner.round,
-                rounds_limit: Some(inner.snapshot.max_rounds),
-            }),
+            budget: Some(budget_pb(&inner)),
             handoff: None,
             failure: turn.failure.as_ref().map(failure_pb),
         }))
@@ -490,27 +502,11 @@ impl RuntimeService for RuntimeGrpc {
         let r = request.into_inner();
         self.rt.run(&r.run_id)?;
         let all = self.rt.invocations_of(&r.run_id);
-        let size = if r.page_size == 0 {
-            100
-        } else {
-            r.page_size.min(1000)
-        } as usize;
-        let start: usize = if r.page_token.is_empty() {
-            0
-        } else {
-            r.page_token
-                .parse()
-                .map_err(|_| Status::invalid_argument("runtime.invalid_request: bad page token"))?
-        };
+        let (start, size, next) = page_window(r.page_size, 100, 1000, &r.page_token, all.len())?;
         let mut out = Vec::new();
         for inv in all.iter().skip(start).take(size) {
             out.push(invocation_pb(inv).await);
         }
-        let next = if start + size < all.len() {
-            (start + size).to_string()
-        } else {
-            String::new()
-        };
         Ok(Response::new(pb::ListInvocationsResponse {
             invocations: out,
             next_page_token: next,
