@@ -12,6 +12,8 @@
 //!   compare against.
 //! - [`FILE_DESCRIPTOR_SET`] and [`testing::FILE_DESCRIPTOR_SET`]: encoded descriptor sets for
 //!   `tonic-reflection`.
+//! - [`reflection`] (feature `reflection`): the reflection services every toolplane server
+//!   mounts, listing only the services that server answers, built on the first reflection request.
 
 /// Package `toolplane.v1`: the production wire contract.
 #[allow(
@@ -54,3 +56,6 @@ pub mod testing {
 /// `tonic-reflection`: `Builder::configure().register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)`.
 pub const FILE_DESCRIPTOR_SET: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/toolplane_v1_descriptor.bin"));
+
+#[cfg(feature = "reflection")]
+pub mod reflection;

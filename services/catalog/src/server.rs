@@ -10,6 +10,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tonic::server::NamedService;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 use toolplane_proto::v1::catalog_service_server::CatalogServiceServer;
@@ -63,24 +64,36 @@ pub async fn start_with_store(
     store: Arc<dyn Store>,
 ) -> Result<RunningCatalog, CatalogError> {
     config.validate()?;
+    let grpc_listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| io(&format!("bind grpc {}", config.listen), e))?;
+    let http_listener = TcpListener::bind(config.http_listen)
+        .await
+        .map_err(|e| io(&format!("bind http {}", config.http_listen), e))?;
+    start_on(config, store, grpc_listener, http_listener).await
+}
+
+/// Starts serving on listeners the caller bound (so an embedder knows both addresses before any
+/// service starts). `config.listen` and `config.http_listen` are ignored.
+///
+/// The catalog answers health checks as soon as it serves; the default cell's first pull from the
+/// mcp-proxy runs in the background, and a request that needs the cell meanwhile waits for it.
+pub async fn start_on(
+    config: CatalogConfig,
+    store: Arc<dyn Store>,
+    grpc_listener: TcpListener,
+    http_listener: TcpListener,
+) -> Result<RunningCatalog, CatalogError> {
+    config.validate()?;
     let records = Records::new(store.namespace(NAMESPACE)?);
     let catalog = Arc::new(Catalog::new(config.clone(), records)?);
     if let Some(dir) = &config.profiles_dir {
         let loaded = catalog.load_profile_dir(dir).await?;
         tracing::info!(dir = %dir.display(), written = loaded.len(), "profile directory loaded");
     }
-    // Warm the default cell so the first request does not pay for the first pull.
-    catalog.cell(&CellId::default_cell()).await?;
-
-    let grpc_listener = TcpListener::bind(config.listen)
-        .await
-        .map_err(|e| io(&format!("bind grpc {}", config.listen), e))?;
     let grpc_addr = grpc_listener
         .local_addr()
         .map_err(|e| io("grpc local address", e))?;
-    let http_listener = TcpListener::bind(config.http_listen)
-        .await
-        .map_err(|e| io(&format!("bind http {}", config.http_listen), e))?;
     let http_addr = http_listener
         .local_addr()
         .map_err(|e| io("http local address", e))?;
@@ -95,14 +108,12 @@ pub async fn start_with_store(
     health
         .set_serving::<ProfileServiceServer<CatalogGrpc>>()
         .await;
-    let reflection_v1 = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(toolplane_proto::FILE_DESCRIPTOR_SET)
-        .build_v1()
-        .map_err(|e| io("reflection", e))?;
-    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(toolplane_proto::FILE_DESCRIPTOR_SET)
-        .build_v1alpha()
-        .map_err(|e| io("reflection", e))?;
+    let names = [
+        <CatalogServiceServer<CatalogGrpc> as NamedService>::NAME,
+        <ProfileServiceServer<CatalogGrpc> as NamedService>::NAME,
+    ];
+    let reflection_v1 = toolplane_proto::reflection::v1(&names);
+    let reflection_v1alpha = toolplane_proto::reflection::v1alpha(&names);
     let svc = CatalogGrpc::new(Arc::clone(&catalog));
     let max_request = config.limits.max_request_bytes;
     let grpc = Server::builder()
@@ -134,6 +145,22 @@ pub async fn start_with_store(
             .await
             .map_err(|e| io("http server", e))?;
         tracing::debug!("http server stopped");
+        Ok(())
+    }));
+
+    // Warm the default cell so the first request does not pay for the first pull.
+    let warm = Arc::clone(&catalog);
+    let mut warm_stop = stopped.clone();
+    tasks.push(tokio::spawn(async move {
+        let default_cell = CellId::default_cell();
+        tokio::select! {
+            r = warm.cell(&default_cell) => {
+                if let Err(e) = r {
+                    tracing::warn!(error = %e, "warming the default cell failed");
+                }
+            }
+            _ = warm_stop.wait_for(|s| *s) => {}
+        }
         Ok(())
     }));
 

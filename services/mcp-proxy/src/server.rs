@@ -24,8 +24,6 @@ pub const MAX_MESSAGE_BYTES: usize = 160 * 1024 * 1024;
 pub enum ServeError {
     #[error("mcp.serve_failed: {0}")]
     Transport(#[from] tonic::transport::Error),
-    #[error("mcp.serve_failed: reflection: {0}")]
-    Reflection(#[from] tonic_reflection::server::Error),
 }
 
 /// The proxy's services plus health (both reported serving) and reflection.
@@ -37,12 +35,14 @@ pub async fn routes(proxy: McpProxy) -> Result<Routes, ServeError> {
     reporter
         .set_serving::<ToolExecutorServer<GrpcProxy>>()
         .await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(toolplane_proto::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
+    let names = [
+        <McpProxyServiceServer<GrpcProxy> as tonic::server::NamedService>::NAME,
+        <ToolExecutorServer<GrpcProxy> as tonic::server::NamedService>::NAME,
+    ];
     let grpc = GrpcProxy::new(proxy);
     Ok(Routes::new(health)
-        .add_service(reflection)
+        .add_service(toolplane_proto::reflection::v1(&names))
+        .add_service(toolplane_proto::reflection::v1alpha(&names))
         .add_service(
             McpProxyServiceServer::new(grpc.clone())
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)

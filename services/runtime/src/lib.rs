@@ -90,12 +90,9 @@ pub async fn start_on(
     reporter
         .set_serving::<RuntimeServiceServer<service::RuntimeGrpc>>()
         .await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(toolplane_proto::FILE_DESCRIPTOR_SET)
-        .with_service_name("toolplane.v1.RuntimeService")
-        .with_service_name("grpc.health.v1.Health")
-        .build_v1()
-        .map_err(|e| RuntimeError::invalid(format!("reflection: {e}")))?;
+    let names = [<RuntimeServiceServer<service::RuntimeGrpc> as tonic::server::NamedService>::NAME];
+    let reflection = toolplane_proto::reflection::v1(&names);
+    let reflection_v1alpha = toolplane_proto::reflection::v1alpha(&names);
     let svc = RuntimeServiceServer::new(service::RuntimeGrpc {
         rt: runtime.clone(),
     })
@@ -110,6 +107,7 @@ pub async fn start_on(
             .layer(toolplane_telemetry::GrpcServerTraceLayer)
             .add_service(health)
             .add_service(reflection)
+            .add_service(reflection_v1alpha)
             .add_service(svc)
             .serve_with_incoming_shutdown(incoming, async {
                 let _ = rx.await;

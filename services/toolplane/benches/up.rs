@@ -127,9 +127,14 @@ async fn toolplane_up(dir: &std::path::Path) -> (Duration, Child) {
         .spawn()
         .unwrap();
     let deadline = start + Duration::from_secs(30);
-    for port in [ports[0], ports[1], ports[3], ports[4]] {
-        wait_healthy(&format!("127.0.0.1:{port}"), deadline).await;
-    }
+    // The four services are polled concurrently, as a client of each would.
+    let [rt, cat, ws, mcp] = [0, 1, 3, 4].map(|i| format!("127.0.0.1:{}", ports[i]));
+    tokio::join!(
+        wait_healthy(&rt, deadline),
+        wait_healthy(&cat, deadline),
+        wait_healthy(&ws, deadline),
+        wait_healthy(&mcp, deadline),
+    );
     (start.elapsed(), child)
 }
 

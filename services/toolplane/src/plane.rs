@@ -120,25 +120,28 @@ async fn bind(service: &'static str, host: IpAddr, port: u16) -> Result<TcpListe
 }
 
 impl Plane {
-    /// Binds every port first (so a port in use fails before anything starts), then starts the
-    /// workspace, the mcp-proxy, the catalog and the runtime, in that order.
+    /// Binds every port first (so a port in use fails before anything starts and every address
+    /// is known), then starts the workspace, the mcp-proxy, the catalog and the runtime
+    /// concurrently: their clients connect lazily, so none waits for another to be up.
     pub async fn up(cfg: PlaneConfig) -> Result<Plane, PlaneError> {
         let ws_listener = bind("workspace service", cfg.host, cfg.workspace_port).await?;
         let mcp_listener = bind("mcp-proxy", cfg.host, cfg.mcp_proxy_port).await?;
+        let catalog_listener = bind("catalog", cfg.host, cfg.catalog_port).await?;
+        let catalog_http_listener = bind("catalog http", cfg.host, cfg.catalog_http_port).await?;
         let rt_listener = bind("runtime", cfg.host, cfg.runtime_port).await?;
-        // The catalog binds its own two ports; check them now so a clash is reported before start.
-        for (service, port) in [
-            ("catalog", cfg.catalog_port),
-            ("catalog http", cfg.catalog_http_port),
-        ] {
-            if port != 0 {
-                drop(bind(service, cfg.host, port).await?);
-            }
-        }
 
-        let workspace = {
+        let addr_of = |service: &'static str, l: &TcpListener| {
+            l.local_addr().map_err(|e| start_err(service, e))
+        };
+        let ws_addr = addr_of("workspace service", &ws_listener)?;
+        let mcp_addr = addr_of("mcp-proxy", &mcp_listener)?;
+        let catalog_addr = addr_of("catalog", &catalog_listener)?;
+
+        // Each start is its own task, so the CPU-bound parts use every core.
+        let ws_dir = cfg.data_dir.join("workspace");
+        let workspace = tokio::spawn(async move {
             let ws = toolplane_workspace::Workspace::open(toolplane_workspace::EngineOptions {
-                data_dir: cfg.data_dir.join("workspace"),
+                data_dir: ws_dir,
                 limits: Default::default(),
             })
             .await
@@ -146,12 +149,13 @@ impl Plane {
             let routes = toolplane_workspace::routes(Arc::new(ws))
                 .await
                 .map_err(|e| start_err("workspace service", e))?;
-            serve_routes(ws_listener, routes)?
-        };
+            Ok::<_, PlaneError>(serve_routes(ws_listener, ws_addr, routes))
+        });
 
-        let mcp_proxy = {
+        let mcp_dir = cfg.data_dir.join("mcp-proxy");
+        let mcp_proxy = tokio::spawn(async move {
             let store: Arc<dyn Store> = Arc::new(
-                FsStore::open(cfg.data_dir.join("mcp-proxy"), StoreOptions::default())
+                FsStore::open(mcp_dir, StoreOptions::default())
                     .await
                     .map_err(|e| start_err("mcp-proxy", e))?,
             );
@@ -160,9 +164,6 @@ impl Plane {
                 .map_err(|e| start_err("mcp-proxy", e))?;
             let proxy = toolplane_mcp_proxy::McpProxy::open(store, Default::default())
                 .await
-                .map_err(|e| start_err("mcp-proxy", e))?;
-            let addr = mcp_listener
-                .local_addr()
                 .map_err(|e| start_err("mcp-proxy", e))?;
             let (tx, rx) = oneshot::channel::<()>();
             let task = tokio::spawn(async move {
@@ -174,46 +175,77 @@ impl Plane {
                     tracing::error!(error = %e, "mcp-proxy stopped");
                 }
             });
-            Served {
-                addr,
+            Ok::<_, PlaneError>(Served {
+                addr: mcp_addr,
                 stop: Some(tx),
                 task,
-            }
-        };
+            })
+        });
 
-        let catalog = {
-            let c = toolplane_catalog::CatalogConfig {
-                listen: SocketAddr::new(cfg.host, cfg.catalog_port),
-                http_listen: SocketAddr::new(cfg.host, cfg.catalog_http_port),
-                store: toolplane_catalog::config::StoreConfig::Fs {
-                    dir: cfg.data_dir.join("catalog"),
-                },
-                mcp_proxy_url: Some(format!("http://{}", mcp_proxy.addr)),
-                profiles_dir: cfg.profiles_dir.clone(),
-                ..Default::default()
-            };
-            toolplane_catalog::start(c)
+        let catalog_config = toolplane_catalog::CatalogConfig {
+            store: toolplane_catalog::config::StoreConfig::Fs {
+                dir: cfg.data_dir.join("catalog"),
+            },
+            mcp_proxy_url: Some(format!("http://{mcp_addr}")),
+            profiles_dir: cfg.profiles_dir.clone(),
+            ..Default::default()
+        };
+        let catalog = tokio::spawn(async move {
+            let c = catalog_config;
+            let store = toolplane_catalog::open_store(&c.store)
                 .await
-                .map_err(|e| start_err("catalog", e))?
-        };
+                .map_err(|e| start_err("catalog", e))?;
+            toolplane_catalog::start_on(c, store, catalog_listener, catalog_http_listener)
+                .await
+                .map_err(|e| start_err("catalog", e))
+        });
 
-        let runtime = {
-            let mut r = cfg.runtime.clone();
-            r.catalog_url = catalog.grpc_url();
-            r.workspace_url = format!("http://{}", workspace.addr);
-            r.mcp_proxy_url = format!("http://{}", mcp_proxy.addr);
-            r.data_dir = cfg.data_dir.join("runtime");
+        let mut r = cfg.runtime.clone();
+        r.catalog_url = format!("http://{catalog_addr}");
+        r.workspace_url = format!("http://{ws_addr}");
+        r.mcp_proxy_url = format!("http://{mcp_addr}");
+        r.data_dir = cfg.data_dir.join("runtime");
+        let runtime = tokio::spawn(async move {
             toolplane_runtime::start_on(r, rt_listener)
                 .await
-                .map_err(|e| start_err("runtime", e))?
-        };
+                .map_err(|e| start_err("runtime", e))
+        });
 
-        Ok(Plane {
-            workspace,
-            mcp_proxy,
-            catalog,
-            runtime,
-        })
+        let (workspace, mcp_proxy, catalog, runtime) =
+            tokio::join!(workspace, mcp_proxy, catalog, runtime);
+        let workspace = joined("workspace service", workspace);
+        let mcp_proxy = joined("mcp-proxy", mcp_proxy);
+        let catalog = joined("catalog", catalog);
+        let runtime = joined("runtime", runtime);
+        // Whatever started is stopped again when another part failed.
+        match (workspace, mcp_proxy, catalog, runtime) {
+            (Ok(workspace), Ok(mcp_proxy), Ok(catalog), Ok(runtime)) => Ok(Plane {
+                workspace,
+                mcp_proxy,
+                catalog,
+                runtime,
+            }),
+            (workspace, mcp_proxy, catalog, runtime) => {
+                let mut first = None;
+                match runtime {
+                    Ok(r) => r.shutdown().await,
+                    Err(e) => first = first.or(Some(e)),
+                }
+                match catalog {
+                    Ok(c) => drop(c.shutdown().await),
+                    Err(e) => first = first.or(Some(e)),
+                }
+                match mcp_proxy {
+                    Ok(m) => m.stop().await,
+                    Err(e) => first = first.or(Some(e)),
+                }
+                match workspace {
+                    Ok(w) => w.stop().await,
+                    Err(e) => first = first.or(Some(e)),
+                }
+                Err(first.unwrap_or_else(|| start_err("plane", "a service failed to start")))
+            }
+        }
     }
 
     pub fn runtime_url(&self) -> String {
@@ -246,13 +278,15 @@ impl Plane {
     }
 }
 
-fn serve_routes(
-    listener: TcpListener,
-    routes: tonic::service::Routes,
-) -> Result<Served, PlaneError> {
-    let addr = listener
-        .local_addr()
-        .map_err(|e| start_err("workspace service", e))?;
+/// A start task's outcome, with a panic or cancellation reported as that service's failure.
+fn joined<T>(
+    service: &'static str,
+    r: Result<Result<T, PlaneError>, tokio::task::JoinError>,
+) -> Result<T, PlaneError> {
+    r.map_err(|e| start_err(service, e)).and_then(|r| r)
+}
+
+fn serve_routes(listener: TcpListener, addr: SocketAddr, routes: tonic::service::Routes) -> Served {
     let (tx, rx) = oneshot::channel::<()>();
     // `serve_with_incoming` does not apply the builder's `tcp_nodelay`: set it per connection.
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
@@ -268,9 +302,9 @@ fn serve_routes(
             tracing::error!(error = %e, "service stopped");
         }
     });
-    Ok(Served {
+    Served {
         addr,
         stop: Some(tx),
         task,
-    })
+    }
 }

@@ -56,12 +56,13 @@ pub async fn routes(ws: Arc<Workspace>) -> Result<Routes, WsError> {
     reporter
         .set_serving::<ToolExecutorServer<WorkspaceGrpc>>()
         .await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(toolplane_proto::FILE_DESCRIPTOR_SET)
-        .build_v1()
-        .map_err(|e| WsError::io(format!("build reflection service: {e}")))?;
+    let names = [
+        <WorkspaceServiceServer<WorkspaceGrpc> as tonic::server::NamedService>::NAME,
+        <ToolExecutorServer<WorkspaceGrpc> as tonic::server::NamedService>::NAME,
+    ];
     Ok(Routes::new(health)
-        .add_service(reflection)
+        .add_service(toolplane_proto::reflection::v1(&names))
+        .add_service(toolplane_proto::reflection::v1alpha(&names))
         .add_service(
             WorkspaceServiceServer::new(grpc.clone())
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
