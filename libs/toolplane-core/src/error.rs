@@ -181,6 +181,18 @@ codes! {
         "the same tool was called in a streak long enough to look like a loop (warning, then stop)");
     AGENT_UNAVAILABLE = ("agent.unavailable", Recoverable,
         "an agent-control tool cannot run in this invocation (no target, not allowed, or not offered)");
+    AGENT_NOT_ALLOWED = ("agent.not_allowed", Recoverable,
+        "the target agent is not offered to this caller: not among its targets, not callable, not a handoff target, or the caller is not an allowed caller");
+    AGENT_NO_MODEL = ("agent.no_model", Recoverable,
+        "the target agent's profile has no model endpoint, so it cannot run delegated work");
+    AGENT_HANDOFF_DEPTH_EXCEEDED = ("agent.handoff_depth_exceeded", Recoverable,
+        "the handoff would make the chain longer than the target's `maxHandoffDepth`");
+    AGENT_CHILDREN_UNFINISHED = ("agent.children_unfinished", Recoverable,
+        "a handoff while tasks this agent delegated are still queued or running; await them first");
+    AGENT_UNKNOWN_TASK = ("agent.unknown_task", Recoverable,
+        "`agent.await` named a task id this agent did not delegate");
+    AGENT_TASK_LIMIT = ("agent.task_limit", Recoverable,
+        "the run already holds the most delegated tasks it may (1,000)");
     WORKSPACE_COMMIT_REQUIRED = ("workspace.commit_required", Recoverable,
         "`workspace.finish` in a foreground run before any explicit `workspace.commit`");
 

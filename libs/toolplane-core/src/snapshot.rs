@@ -182,6 +182,16 @@ impl InvocationToolSnapshot {
                     });
                     continue;
                 }
+                if let Some(setting) = delegation_switch(entry.id(), profile) {
+                    omitted.push(OmittedTool {
+                        tool: entry.id().to_string(),
+                        reason: OmitReason::Denied {
+                            layer: "delegation".into(),
+                            selector: format!("{setting} is false"),
+                        },
+                    });
+                    continue;
+                }
                 let decision = policy::resolve(entry, profile, &req.layers, true);
                 match (&decision.reason, entry.usable_descriptor()) {
                     (None, Some(_)) => chosen.push((entry, decision)),
@@ -345,6 +355,23 @@ impl InvocationToolSnapshot {
             ));
         }
         Ok(snap)
+    }
+}
+
+/// The profile switch that keeps a delegation tool out of the snapshot, if it is off: delegating
+/// and awaiting need `canDelegate`, handing off needs `canHandoff`, listing needs either.
+fn delegation_switch(id: &ToolId, profile: &Profile) -> Option<&'static str> {
+    let d = &profile.delegation;
+    if (id.is_builtin(builtin::AGENT_DELEGATE) || id.is_builtin(builtin::AGENT_AWAIT))
+        && !d.can_delegate
+    {
+        Some("delegation.canDelegate")
+    } else if id.is_builtin(builtin::AGENT_HANDOFF) && !d.can_handoff {
+        Some("delegation.canHandoff")
+    } else if id.is_builtin(builtin::AGENT_LIST) && !d.can_delegate && !d.can_handoff {
+        Some("delegation.canDelegate and delegation.canHandoff")
+    } else {
+        None
     }
 }
 

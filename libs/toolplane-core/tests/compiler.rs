@@ -95,9 +95,26 @@ fn empty_allow_means_no_tools_and_star_means_all_usable() {
         root(),
         PolicyLayers::default(),
     );
-    // 19 builtins minus the runtime-only task.return, 3 usable MCP tools, 1 external tool.
-    assert_eq!(all.bindings.len(), 18 + 3 + 1);
+    // 19 builtins minus the runtime-only task.return and the four agent tools (delegation is off
+    // by default), 3 usable MCP tools, 1 external tool.
+    assert_eq!(all.bindings.len(), 14 + 3 + 1);
     assert!(all.builtin("task.return").is_none());
+    assert!(omitted(&all).contains(&"builtin:agent.delegate (denied)".to_owned()));
+
+    // Each switch brings in exactly its tools.
+    let mut delegating = profile(json!({"allow": ["*"]}));
+    delegating.delegation.can_delegate = true;
+    let s = compile(&delegating, root(), PolicyLayers::default());
+    assert!(s.builtin("agent.delegate").is_some() && s.builtin("agent.await").is_some());
+    assert!(s.builtin("agent.list").is_some() && s.builtin("agent.handoff").is_none());
+    let mut handing_off = profile(json!({"allow": ["*"]}));
+    handing_off.delegation.can_handoff = true;
+    let s = compile(&handing_off, root(), PolicyLayers::default());
+    assert!(s.builtin("agent.handoff").is_some() && s.builtin("agent.list").is_some());
+    assert!(s.builtin("agent.delegate").is_none());
+    handing_off.delegation.can_delegate = true;
+    let s = compile(&handing_off, root(), PolicyLayers::default());
+    assert_eq!(s.bindings.len(), 18 + 3 + 1);
 }
 
 #[test]

@@ -40,6 +40,13 @@ pub struct RuntimeConfig {
     /// First backoff between model retries; doubles each attempt.
     #[serde(with = "millis")]
     pub model_retry_backoff: Duration,
+    /// Longest `agent.await` (and sub-agent tool call) waits for delegated tasks.
+    #[serde(with = "secs", default = "default_await_timeout")]
+    pub agent_await_timeout: Duration,
+}
+
+fn default_await_timeout() -> Duration {
+    Duration::from_secs(10 * 60)
 }
 
 impl Default for RuntimeConfig {
@@ -56,6 +63,7 @@ impl Default for RuntimeConfig {
             model_timeout: Duration::from_secs(120),
             model_max_retries: 3,
             model_retry_backoff: Duration::from_millis(500),
+            agent_await_timeout: default_await_timeout(),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Runtime-control tools (seed 000 §7): `dice.roll`, `workspace.commit`, `workspace.finish`, and
-//! the agent tools (`agent.*`, `task.return`), executed by the runtime itself.
+//! the agent tools (`agent.*`, `task.return`, implemented in `agents`), executed by the runtime
+//! itself.
 //!
 //! `workspace.commit` reads nothing itself: the workspace service publishes the file into the chat
 //! store (`CommitRunMessage`). `workspace.finish` enforces the foreground commit rule and marks the
@@ -14,7 +15,7 @@ use toolplane_core::result::AgentToolResult;
 use toolplane_proto::v1 as pb;
 
 use crate::error::{RuntimeError, status_code_prefix};
-use crate::pipeline::{Dispatched, Outcome};
+use crate::pipeline::Dispatched;
 use crate::runtime::Runtime;
 use crate::state::{Invocation, InvocationInner, RunMode};
 
@@ -33,16 +34,11 @@ pub enum Effect {
     },
     Finished,
     Returned,
-    HandedOff,
+    HandedOff(Box<crate::agents::HandoffRequest>),
 }
 
 fn done(result: AgentToolResult, effect: Effect) -> Result<Dispatched, RuntimeError> {
-    Ok(Dispatched {
-        result,
-        outcome: Outcome::Known,
-        raw: None,
-        effect,
-    })
+    Ok(Dispatched::known(result, effect))
 }
 
 pub async fn execute(
@@ -102,6 +98,19 @@ pub async fn execute(
             }
         }
         builtin::WORKSPACE_FINISH => {
+            if matches!(
+                inner.snapshot.exit_policy,
+                toolplane_core::snapshot::ExitPolicy::ReturnToParent { .. }
+            ) {
+                return done(
+                    AgentToolResult::error(
+                        call,
+                        codes::AGENT_UNAVAILABLE,
+                        "a delegated task cannot finish the run; return your result with task_return",
+                    ),
+                    Effect::None,
+                );
+            }
             let record = inv.run.snapshot();
             if record.mode == RunMode::Foreground && !record.committed {
                 let commit = inner
@@ -130,20 +139,11 @@ pub async fn execute(
                 Effect::Finished,
             )
         }
-        builtin::TASK_RETURN
-        | builtin::AGENT_LIST
-        | builtin::AGENT_DELEGATE
-        | builtin::AGENT_AWAIT
-        | builtin::AGENT_HANDOFF => done(
-            AgentToolResult::error(
-                call,
-                codes::AGENT_UNAVAILABLE,
-                format!(
-                    "`{native}` is not available in this plane: delegation and handoff are not enabled"
-                ),
-            ),
-            Effect::None,
-        ),
+        builtin::TASK_RETURN => crate::agents::task_return(inv, inner, call, args),
+        builtin::AGENT_LIST => crate::agents::list(rt, inv, inner, call, args).await,
+        builtin::AGENT_DELEGATE => crate::agents::delegate(rt, inv, inner, call, args).await,
+        builtin::AGENT_AWAIT => crate::agents::wait(rt, inv, inner, call, args).await,
+        builtin::AGENT_HANDOFF => crate::agents::handoff(rt, inv, inner, call, args).await,
         other => Err(RuntimeError::new(
             codes::TOOL_RESULT_IDENTITY_MISMATCH,
             format!("`{other}` is not a runtime-control tool"),

@@ -7,6 +7,7 @@
 //! pipeline (`pipeline`). The library starts the service on a real socket; `main.rs` is a thin
 //! binary around [`start`].
 
+pub mod agents;
 pub mod config;
 pub mod control;
 pub mod convert;

@@ -83,7 +83,7 @@ pub struct CallDetail {
 pub enum Terminal {
     Finished,
     Returned,
-    HandedOff,
+    HandedOff(Box<crate::agents::HandoffRequest>),
     Failed(Failure),
 }
 
@@ -142,6 +142,8 @@ pub async fn run_turn(
         let mut outcome = Outcome::NotSent;
         let mut raw: Option<String> = None;
         let mut effect = Effect::None;
+        let mut extra_objects: Vec<AuditObject> = Vec::new();
+        let mut extra_events: Vec<Event> = Vec::new();
         let mut stop: Option<Failure> = None;
         let mut result = if terminal_done || (is_terminal && index != last) {
             AgentToolResult::error(
@@ -202,6 +204,8 @@ pub async fn run_turn(
                                         outcome = d.outcome;
                                         raw = d.raw;
                                         effect = d.effect;
+                                        extra_objects = d.objects;
+                                        extra_events = d.events;
                                         let mut r = d.result;
                                         r.verify_identity(&call)?;
                                         if let CycleVerdict::Warn { streak } = verdict {
@@ -239,6 +243,7 @@ pub async fn run_turn(
         }
 
         let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        objects.append(&mut extra_objects);
         objects.push(AuditObject {
             path: args_path.clone(),
             content: serde_json::to_vec(&json!({"callId": call.call_id, "toolId": call.tool_id.to_string(), "alias": binding.alias.as_str(), "arguments": args_value(&call.arguments), "providerMetadata": call.provider_metadata})).unwrap_or_default(),
@@ -278,10 +283,13 @@ pub async fn run_turn(
             .inv(&inv.id),
         );
         events.extend(effect_events(inv, &effect, &call, &result));
+        events.append(&mut extra_events);
         inv.run
             .journal
             .append(&rt.peers, inv.run.epoch(), objects, events)
             .await?;
+        // Tasks this call delegated start only now that their registration is journalled.
+        crate::agents::launch_pending(rt, &inv.run);
 
         if !result.is_error {
             if is_terminal {
@@ -299,7 +307,9 @@ pub async fn run_turn(
         match effect {
             Effect::Finished if !result.is_error => out.terminal = Some(Terminal::Finished),
             Effect::Returned if !result.is_error => out.terminal = Some(Terminal::Returned),
-            Effect::HandedOff if !result.is_error => out.terminal = Some(Terminal::HandedOff),
+            Effect::HandedOff(request) if !result.is_error => {
+                out.terminal = Some(Terminal::HandedOff(request));
+            }
             _ => {}
         }
         out.details.push(CallDetail {
@@ -423,6 +433,24 @@ pub struct Dispatched {
     pub outcome: Outcome,
     pub raw: Option<String>,
     pub effect: Effect,
+    /// Extra audit objects stored with the call (a returned task's result files).
+    pub objects: Vec<AuditObject>,
+    /// Extra journal records of the call (task and delegation events).
+    pub events: Vec<Event>,
+}
+
+impl Dispatched {
+    /// A result whose effects are known, from an executor inside the runtime.
+    pub fn known(result: AgentToolResult, effect: Effect) -> Self {
+        Dispatched {
+            result,
+            outcome: Outcome::Known,
+            raw: None,
+            effect,
+            objects: Vec::new(),
+            events: Vec::new(),
+        }
+    }
 }
 
 async fn dispatch(
@@ -436,16 +464,9 @@ async fn dispatch(
     let timeout = rt.cfg.executor_timeout;
     match &binding.executor {
         Executor::RuntimeControl => control::execute(rt, inv, inner, call, args).await,
-        Executor::SubAgent { profile_id } => Ok(Dispatched {
-            result: AgentToolResult::error(
-                call,
-                codes::AGENT_UNAVAILABLE,
-                format!("the agent `{profile_id}` cannot be run as a tool in this plane yet"),
-            ),
-            outcome: Outcome::NotSent,
-            raw: None,
-            effect: Effect::None,
-        }),
+        Executor::SubAgent { profile_id } => {
+            crate::agents::run_sub_agent(rt, inv, inner, call, args, profile_id).await
+        }
         Executor::Workspace => {
             let req = execute_request(inv, inner, call, timeout);
             match rt.peers.workspace_executor().execute(req).await {
@@ -504,6 +525,8 @@ async fn dispatch(
                         outcome,
                         raw: None,
                         effect: Effect::None,
+                        objects: Vec::new(),
+                        events: Vec::new(),
                     })
                 }
                 Err(_) => Ok(Dispatched {
@@ -518,6 +541,8 @@ async fn dispatch(
                     outcome: Outcome::Unknown,
                     raw: None,
                     effect: Effect::None,
+                    objects: Vec::new(),
+                    events: Vec::new(),
                 }),
             }
         }
@@ -562,6 +587,8 @@ fn from_response(
         outcome,
         raw: resp.raw_result_json,
         effect,
+        objects: Vec::new(),
+        events: Vec::new(),
     })
 }
 

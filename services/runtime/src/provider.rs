@@ -216,7 +216,11 @@ impl ModelClient {
     ) -> Result<String, CallError> {
         let e = &self.endpoint;
         if e.kind == ModelKind::Scripted {
-            return self.scripted(round);
+            let (body, delay) = self.scripted(round)?;
+            if let Some(d) = delay {
+                tokio::time::sleep(d).await;
+            }
+            return Ok(body);
         }
         let (url, mut body) = match e.kind {
             ModelKind::Anthropic => {
@@ -305,7 +309,9 @@ impl ModelClient {
         Ok(text)
     }
 
-    fn scripted(&self, round: u32) -> Result<String, CallError> {
+    /// The next scripted turn and how long the scripted model "thinks" before answering (a turn's
+    /// optional `delayMs`, at most 60 s).
+    fn scripted(&self, round: u32) -> Result<(String, Option<Duration>), CallError> {
         let Some(turns) = &self.endpoint.script else {
             return Err(CallError {
                 retryable: false,
@@ -328,8 +334,13 @@ impl ModelClient {
             });
         };
         *pos += 1;
+        let delay = turn
+            .get("delayMs")
+            .and_then(Value::as_u64)
+            .map(|ms| Duration::from_millis(ms.min(60_000)));
         let message = normalize_scripted_turn(turn, round);
-        Ok(json!({"id": format!("scripted-{round}"), "object": "chat.completion", "model": "scripted", "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}).to_string())
+        let body = json!({"id": format!("scripted-{round}"), "object": "chat.completion", "model": "scripted", "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}).to_string();
+        Ok((body, delay))
     }
 }
 
@@ -340,6 +351,7 @@ fn normalize_scripted_turn(turn: &Value, round: u32) -> Value {
         other => other.clone(),
     };
     if let Some(obj) = m.as_object_mut() {
+        obj.remove("delayMs");
         obj.entry("role").or_insert(json!("assistant"));
         obj.entry("content").or_insert(Value::Null);
         if let Some(Value::Array(calls)) = obj.get_mut("tool_calls") {

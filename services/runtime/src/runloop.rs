@@ -1,6 +1,7 @@
 //! The runtime-driven loop (ARCHITECTURE "Flows" 2): `StartRun` creates the run and drives its
-//! root invocation against a model endpoint until it finishes, fails, runs out of rounds or is
-//! cancelled — the same turn pipeline as host-driven calls, plus what only a loop owner can do:
+//! owner — the root invocation, then each handoff target — against a model endpoint until it
+//! finishes, fails, runs out of rounds or is cancelled; delegated children run through the same
+//! [`drive_invocation`] — the same turn pipeline as host-driven calls, plus what only a loop owner can do:
 //! model calls with retries, stored response bodies, and drift recovery (seed 000 §7.0).
 
 use std::sync::Arc;
@@ -15,7 +16,8 @@ use toolplane_proto::v1 as pb;
 use crate::error::RuntimeError;
 use crate::journal::{AuditObject, Event};
 use crate::provider::{Endpoint, ModelClient, user_message};
-use crate::runtime::{NewRun, Runtime};
+use crate::agents::Stop;
+use crate::runtime::{HandedOff, NewRun, Runtime, TurnEnd};
 use crate::state::{Driver, Failure, Invocation, InvocationStatus, Run, RunStatus};
 
 /// Validates the spec, creates the run and starts driving it in the background.
@@ -82,7 +84,25 @@ pub async fn start(rt: Arc<Runtime>, spec: pb::RunSpec) -> Result<Arc<Run>, Runt
     Ok(run)
 }
 
-/// Drives the root invocation to its end. An `Err` is a system failure the caller records.
+/// How a driven invocation ended.
+#[derive(Debug)]
+pub enum LoopEnd {
+    /// `workspace.finish`: the run has finished.
+    Finished,
+    /// `task.return`: the child's result is in its invocation.
+    Returned,
+    /// `agent.handoff`: the target's invocation owns the run now.
+    HandedOff(Box<HandedOff>),
+    /// The invocation failed; for a root this fails the run.
+    Failed(Failure),
+    /// The run was cancelled, or the task's parent finished.
+    Cancelled,
+    /// Closed from outside (the run ended meanwhile).
+    Closed,
+}
+
+/// Drives the run's owner to the run's end, following handoffs. An `Err` is a system failure the
+/// caller records.
 async fn drive(
     rt: &Runtime,
     run: &Arc<Run>,
@@ -105,7 +125,7 @@ async fn drive(
             Driver::Runtime,
         )
         .await?;
-    let inv = opened.invocation;
+    let mut inv = opened.invocation;
     let endpoint = match endpoint {
         Some(e) => e,
         None => {
@@ -129,18 +149,78 @@ async fn drive(
             "the profile's model endpoint speaks a different format than the run was opened with; name the endpoint in the run spec",
         ));
     }
-    let client = ModelClient::new(endpoint).map_err(RuntimeError::invalid)?;
-    let format = client.endpoint().format();
-    let system = system_prompt(&inv, &record.system_prompt).await;
-    let mut history: Vec<Value> = vec![user_message(format, &record.initial_user_message)];
+    let mut client = ModelClient::new(endpoint).map_err(RuntimeError::invalid)?;
+    let mut system = system_prompt(&inv, &record.system_prompt).await;
+    let mut history: Vec<Value> = vec![user_message(
+        client.endpoint().format(),
+        &record.initial_user_message,
+    )];
+    let stop = Stop::run(Arc::clone(run));
 
     loop {
-        if run.is_cancelled() {
-            return Ok(());
+        let end =
+            drive_invocation(rt, run, &inv, &client, &system, history, spec_rounds, &stop).await?;
+        match end {
+            LoopEnd::Failed(failure) => return end_failed(rt, run, failure).await,
+            LoopEnd::HandedOff(h) => {
+                // The target runs on its own model endpoint when it has one, else on the run's.
+                if let Some(m) = &h.target.model
+                    && let Ok(e) =
+                        Endpoint::from_profile(m, rt.cfg.model_timeout, rt.cfg.model_max_retries)
+                    && let Ok(c) = ModelClient::new(e)
+                {
+                    client = c;
+                }
+                inv = h.opened.invocation;
+                let format = inv.inner.lock().await.format;
+                if format != client.endpoint().format() {
+                    return Err(RuntimeError::invalid(
+                        "the handoff target's invocation speaks a different format than its model endpoint",
+                    ));
+                }
+                system = system_prompt(&inv, &record.system_prompt).await;
+                history = vec![user_message(
+                    format,
+                    &format!(
+                        "Another agent handed this run over to you. Its brief:\n\n{}",
+                        h.brief
+                    ),
+                )];
+            }
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// Drives one invocation on a model endpoint until it ends: model call, tool turn, repeat. Used
+/// for the run's owner and for delegated children alike; what an end means is the caller's to
+/// decide. Finished children of this invocation are injected into its next model request.
+#[allow(clippy::too_many_arguments)]
+pub async fn drive_invocation(
+    rt: &Runtime,
+    run: &Arc<Run>,
+    inv: &Arc<Invocation>,
+    client: &ModelClient,
+    system: &str,
+    mut history: Vec<Value>,
+    spec_rounds: u32,
+    stop: &Stop,
+) -> Result<LoopEnd, RuntimeError> {
+    let format = client.endpoint().format();
+    loop {
+        if stop.is_set() {
+            return Ok(LoopEnd::Cancelled);
         }
         let mut inner = inv.inner.lock().await;
         if inner.status != InvocationStatus::Open {
-            return Ok(());
+            return Ok(LoopEnd::Closed);
+        }
+        let injected = crate::agents::take_injections(rt, inv).await?;
+        if !injected.is_empty() {
+            history.push(user_message(
+                format,
+                &crate::agents::injection_text(&injected),
+            ));
         }
         let round = inner.round;
         let max_rounds = if spec_rounds > 0 {
@@ -152,13 +232,18 @@ async fn drive(
         run.journal
             .append(&rt.peers, run.epoch(), Vec::new(), vec![Event::new("model_request_created", json!({"invocationId": inv.id, "round": round, "snapshotId": inner.snapshot.snapshot_id, "snapshotPath": inv.snapshot_path, "contract": inner.turn, "messages": history.len()})).inv(&inv.id)])
             .await?;
-        let body = match call_with_retries(rt, run, &inv, &client, &system, &history, &tools, round)
-            .await?
+        let body = match call_with_retries(
+            rt, run, inv, client, system, &history, &tools, round, stop,
+        )
+        .await?
         {
             Ok(body) => body,
             Err(failure) => {
-                drop(inner);
-                return end_failed(rt, run, &inv, failure).await;
+                if stop.is_set() {
+                    return Ok(LoopEnd::Cancelled);
+                }
+                rt.fail_invocation(inv, &mut inner, failure.clone()).await?;
+                return Ok(LoopEnd::Failed(failure));
             }
         };
         let path = format!("model-responses/{}/round-{round}.json", inv.id);
@@ -178,10 +263,8 @@ async fn drive(
                     message: e.message.clone(),
                     retryable: true,
                 };
-                rt.fail_invocation(&inv, &mut inner, failure.clone())
-                    .await?;
-                drop(inner);
-                return end_failed(rt, run, &inv, failure).await;
+                rt.fail_invocation(inv, &mut inner, failure.clone()).await?;
+                return Ok(LoopEnd::Failed(failure));
             }
         };
         run.journal
@@ -192,7 +275,7 @@ async fn drive(
         if decoded.invocations.is_empty() {
             // Drift: the model answered in text instead of calling its closing tool.
             let text = decoded.assistant_text.clone().unwrap_or_default();
-            let captured = capture_direct_output(rt, &inv, &inner, &text).await?;
+            let captured = capture_direct_output(rt, inv, &inner, &text).await?;
             run.journal
                 .append(&rt.peers, run.epoch(), Vec::new(), vec![Event::new("direct_output_captured", json!({"invocationId": inv.id, "round": round, "path": captured, "chars": text.chars().count()})).inv(&inv.id)])
                 .await?;
@@ -204,10 +287,8 @@ async fn drive(
                             .into(),
                     retryable: true,
                 };
-                rt.fail_invocation(&inv, &mut inner, failure.clone())
-                    .await?;
-                drop(inner);
-                return end_failed(rt, run, &inv, failure).await;
+                rt.fail_invocation(inv, &mut inner, failure.clone()).await?;
+                return Ok(LoopEnd::Failed(failure));
             }
             let nudge = drift_nudge(&inner, &captured);
             run.journal
@@ -221,46 +302,48 @@ async fn drive(
         }
 
         let calls = decoded.invocations.clone();
-        let outcome = crate::pipeline::run_turn(rt, &inv, &mut inner, decoded.invocations).await?;
+        let outcome = crate::pipeline::run_turn(rt, inv, &mut inner, decoded.invocations).await?;
         history.extend(toolplane_model::encode_results(
             format,
             &inner.turn,
             &calls,
             &outcome.results,
         )?);
-        let (status, failure) = if round >= max_rounds && outcome.terminal.is_none() {
+        let end = if round >= max_rounds && outcome.terminal.is_none() {
             let f = Failure {
                 code: codes::AGENT_MAX_TOOL_ROUNDS_EXCEEDED.as_str().into(),
-                message: format!("the run used all {max_rounds} rounds without finishing"),
+                message: format!("the invocation used all {max_rounds} rounds without finishing"),
                 retryable: true,
             };
-            rt.fail_invocation(&inv, &mut inner, f.clone()).await?;
-            (InvocationStatus::Failed, Some(f))
-        } else {
-            rt.after_turn(&inv, &mut inner, &outcome).await?
-        };
-        match status {
-            InvocationStatus::Open => continue,
-            InvocationStatus::Failed => {
-                drop(inner);
-                let f = failure.unwrap_or(Failure {
-                    code: codes::RUNTIME_INTERRUPTED.as_str().into(),
-                    message: "the invocation failed".into(),
-                    retryable: true,
-                });
-                return end_failed(rt, run, &inv, f).await;
+            rt.fail_invocation(inv, &mut inner, f.clone()).await?;
+            TurnEnd {
+                status: InvocationStatus::Failed,
+                failure: Some(f),
+                handoff: None,
             }
-            _ => return Ok(()),
-        }
+        } else {
+            rt.after_turn(inv, &mut inner, &outcome).await?
+        };
+        return Ok(match end.status {
+            InvocationStatus::Open => continue,
+            InvocationStatus::Failed => LoopEnd::Failed(end.failure.unwrap_or(Failure {
+                code: codes::RUNTIME_INTERRUPTED.as_str().into(),
+                message: "the invocation failed".into(),
+                retryable: true,
+            })),
+            InvocationStatus::Finished => LoopEnd::Finished,
+            InvocationStatus::Returned => LoopEnd::Returned,
+            InvocationStatus::HandedOff => match end.handoff {
+                Some(h) => LoopEnd::HandedOff(Box::new(h)),
+                None => LoopEnd::Closed,
+            },
+            InvocationStatus::Cancelled => LoopEnd::Cancelled,
+            InvocationStatus::Closed => LoopEnd::Closed,
+        });
     }
 }
 
-async fn end_failed(
-    rt: &Runtime,
-    run: &Run,
-    _inv: &Invocation,
-    failure: Failure,
-) -> Result<(), RuntimeError> {
+async fn end_failed(rt: &Runtime, run: &Run, failure: Failure) -> Result<(), RuntimeError> {
     let status = if run.snapshot().committed {
         RunStatus::PartialSuccess
     } else {
@@ -281,6 +364,7 @@ async fn call_with_retries(
     history: &[Value],
     tools: &serde_json::Map<String, Value>,
     round: u32,
+    stop: &Stop,
 ) -> Result<Result<String, Failure>, RuntimeError> {
     let retries = client.endpoint().max_retries;
     let mut backoff = rt.cfg.model_retry_backoff;
@@ -288,10 +372,9 @@ async fn call_with_retries(
         run.journal
             .append(&rt.peers, run.epoch(), Vec::new(), vec![Event::new("model_call_attempt_started", json!({"invocationId": inv.id, "round": round, "attempt": attempt, "model": client.endpoint().model})).inv(&inv.id)])
             .await?;
-        let cancelled = run.cancel_notify.notified();
         let result = tokio::select! {
             r = client.call(system, history, tools, round) => r,
-            () = cancelled => return Ok(Err(Failure { code: codes::RUNTIME_CANCELLED.as_str().into(), message: "cancelled during a model call".into(), retryable: true })),
+            () = stop.wait() => return Ok(Err(Failure { code: codes::RUNTIME_CANCELLED.as_str().into(), message: "cancelled during a model call".into(), retryable: true })),
         };
         match result {
             Ok(body) => return Ok(Ok(body)),

@@ -6,7 +6,7 @@
 //! catalog — read once per invocation, when its snapshot is compiled.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use serde_json::{Value, json};
 use toolplane_core::Profile;
@@ -50,6 +50,26 @@ pub struct HostTurn {
     pub status: InvocationStatus,
     pub next_turn_id: Option<String>,
     pub failure: Option<Failure>,
+    /// The invocation that took the run over, when this turn handed off.
+    pub handoff: Option<HandedOff>,
+    /// Finished delegated tasks whose results go into the next model request.
+    pub injected: Vec<crate::agents::Task>,
+}
+
+/// A handoff carried out: the target's new invocation and the brief it starts from.
+#[derive(Debug)]
+pub struct HandedOff {
+    pub opened: Opened,
+    pub brief: String,
+    pub target: Profile,
+}
+
+/// How a turn left its invocation.
+#[derive(Debug)]
+pub struct TurnEnd {
+    pub status: InvocationStatus,
+    pub failure: Option<Failure>,
+    pub handoff: Option<HandedOff>,
 }
 
 /// Parameters of a new run.
@@ -84,6 +104,8 @@ pub struct Runtime {
     store: Arc<dyn Store>,
     runs: Mutex<HashMap<String, Arc<Run>>>,
     invocations: Mutex<HashMap<String, Arc<Invocation>>>,
+    /// Itself, for the background work it starts (delegated tasks).
+    me: OnceLock<Weak<Runtime>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -130,9 +152,16 @@ impl Runtime {
             store,
             runs: Mutex::new(HashMap::new()),
             invocations: Mutex::new(HashMap::new()),
+            me: OnceLock::new(),
         });
+        let _ = rt.me.set(Arc::downgrade(&rt));
         rt.recover().await;
         Ok(rt)
+    }
+
+    /// A shared handle to this runtime; `None` only while it is being dropped.
+    pub fn arc(&self) -> Option<Arc<Runtime>> {
+        self.me.get().and_then(Weak::upgrade)
     }
 
     pub fn run(&self, id: &str) -> Result<Arc<Run>, RuntimeError> {
@@ -598,11 +627,15 @@ impl Runtime {
             .await?;
 
         let was_created = record.status == RunStatus::Created;
+        // A delegated child works for its parent; the run's owner stays the parent.
+        let takes_over = !matches!(exit, ExitPolicy::ReturnToParent { .. });
         run.update(|r| {
             if r.root_invocation_id.is_empty() {
                 r.root_invocation_id = invocation_id.clone();
             }
-            r.active_invocation_id = invocation_id.clone();
+            if takes_over {
+                r.active_invocation_id = invocation_id.clone();
+            }
             r.status = RunStatus::Running;
         });
         self.persist_run(run).await?;
@@ -632,6 +665,7 @@ impl Runtime {
             status: InvocationStatus::Open,
             failure: None,
             ended_ms: 0,
+            returned: None,
         };
         let inv = Arc::new(Invocation::new(
             invocation_id.clone(),
@@ -663,6 +697,9 @@ impl Runtime {
         inv.touch();
         check_epoch(&inv.run, epoch)?;
         let mut inner = inv.inner.lock().await;
+        if inner.status == InvocationStatus::HandedOff {
+            return self.calls_after_handoff(inv, &inner, format, calls).await;
+        }
         pipeline::ensure_open(&inner, &inv.id)?;
         let current = turn_id(&inv.id, inner.round);
         if turn != current {
@@ -741,15 +778,72 @@ impl Runtime {
             &calls,
             &outcome.results,
         )?);
-        let (status, failure) = self.after_turn(inv, &mut inner, &outcome).await?;
-        let next_turn_id =
-            (status == InvocationStatus::Open).then(|| turn_id(&inv.id, inner.round));
+        let end = self.after_turn(inv, &mut inner, &outcome).await?;
+        let open = end.status == InvocationStatus::Open;
+        let injected = if open {
+            crate::agents::take_injections(self, inv).await?
+        } else {
+            Vec::new()
+        };
         Ok(HostTurn {
             outcome,
             result_messages,
-            status,
-            next_turn_id,
-            failure,
+            status: end.status,
+            next_turn_id: open.then(|| turn_id(&inv.id, inner.round)),
+            failure: end.failure,
+            handoff: end.handoff,
+            injected,
+        })
+    }
+
+    /// Calls sent to an invocation that handed the run off: none runs, each is answered with
+    /// `agent.tool_after_finish` so the host's conversation stays well-formed.
+    async fn calls_after_handoff(
+        &self,
+        inv: &Arc<Invocation>,
+        inner: &InvocationInner,
+        format: ProviderFormat,
+        calls: &Value,
+    ) -> Result<HostTurn, RuntimeError> {
+        let decoded = toolplane_model::decode_calls(format, &inner.turn, calls)?;
+        let active = inv.run.with(|r| r.active_invocation_id.clone());
+        let mut outcome = TurnOutcome::default();
+        let mut events = Vec::new();
+        for call in &decoded.invocations {
+            outcome.results.push(toolplane_core::result::AgentToolResult::error(
+                call,
+                codes::AGENT_TOOL_AFTER_FINISH,
+                format!("you handed the run off (it is now invocation `{active}`); calls after a handoff are not run"),
+            ));
+            events.push(
+                Event::new(
+                    "tool_call_failed",
+                    json!({"round": inner.round, "invocationId": inv.id, "callId": call.call_id, "toolId": call.tool_id.to_string(), "isError": true, "errorCode": codes::AGENT_TOOL_AFTER_FINISH.as_str(), "outcome": "not_sent"}),
+                )
+                .inv(&inv.id)
+                .warn(),
+            );
+        }
+        if !events.is_empty() {
+            inv.run
+                .journal
+                .append(&self.peers, inv.run.epoch(), Vec::new(), events)
+                .await?;
+        }
+        let result_messages = Value::Array(toolplane_model::encode_results(
+            format,
+            &inner.turn,
+            &decoded.invocations,
+            &outcome.results,
+        )?);
+        Ok(HostTurn {
+            outcome,
+            result_messages,
+            status: InvocationStatus::HandedOff,
+            next_turn_id: None,
+            failure: None,
+            handoff: None,
+            injected: Vec::new(),
         })
     }
 
@@ -760,27 +854,39 @@ impl Runtime {
         inv: &Arc<Invocation>,
         inner: &mut InvocationInner,
         outcome: &TurnOutcome,
-    ) -> Result<(InvocationStatus, Option<Failure>), RuntimeError> {
+    ) -> Result<TurnEnd, RuntimeError> {
+        let ended = |status, failure| TurnEnd {
+            status,
+            failure,
+            handoff: None,
+        };
         match &outcome.terminal {
             Some(Terminal::Finished) => {
+                // Whatever this agent delegated and did not wait for ends with it.
+                crate::agents::cancel_and_wait(&inv.run, Some(&inv.id)).await;
                 self.end_invocation(inv, inner, InvocationStatus::Finished, None)
                     .await?;
                 self.finish_run(&inv.run).await?;
-                return Ok((InvocationStatus::Finished, None));
+                return Ok(ended(InvocationStatus::Finished, None));
             }
             Some(Terminal::Returned) => {
                 self.end_invocation(inv, inner, InvocationStatus::Returned, None)
                     .await?;
-                return Ok((InvocationStatus::Returned, None));
+                return Ok(ended(InvocationStatus::Returned, None));
             }
-            Some(Terminal::HandedOff) => {
+            Some(Terminal::HandedOff(request)) => {
                 self.end_invocation(inv, inner, InvocationStatus::HandedOff, None)
                     .await?;
-                return Ok((InvocationStatus::HandedOff, None));
+                let handoff = self.open_handoff(inv, inner, request).await?;
+                return Ok(TurnEnd {
+                    status: InvocationStatus::HandedOff,
+                    failure: None,
+                    handoff: Some(handoff),
+                });
             }
             Some(Terminal::Failed(f)) => {
                 self.fail_invocation(inv, inner, f.clone()).await?;
-                return Ok((InvocationStatus::Failed, Some(f.clone())));
+                return Ok(ended(InvocationStatus::Failed, Some(f.clone())));
             }
             None => {}
         }
@@ -794,12 +900,75 @@ impl Runtime {
                 retryable: true,
             };
             self.fail_invocation(inv, inner, f.clone()).await?;
-            return Ok((InvocationStatus::Failed, Some(f)));
+            return Ok(ended(InvocationStatus::Failed, Some(f)));
         }
         inner.round += 1;
         let choice = inner.turn.choice().clone();
         inner.turn = ToolTurnContract::all(&inner.snapshot, inner.round, choice)?;
-        Ok((InvocationStatus::Open, None))
+        Ok(ended(InvocationStatus::Open, None))
+    }
+
+    /// Opens the handoff target's invocation: same run, same driver, the target's own snapshot.
+    async fn open_handoff(
+        &self,
+        inv: &Arc<Invocation>,
+        inner: &InvocationInner,
+        request: &crate::agents::HandoffRequest,
+    ) -> Result<HandedOff, RuntimeError> {
+        // A runtime-driven target talks to its own model endpoint when it has one.
+        let format = match (inv.driver, &request.target.model) {
+            (Driver::Runtime, Some(m)) => crate::provider::Endpoint::from_profile(
+                m,
+                self.cfg.model_timeout,
+                self.cfg.model_max_retries,
+            )
+            .map(|e| e.format())
+            .unwrap_or(inner.format),
+            _ => inner.format,
+        };
+        let opened = self
+            .open_invocation(
+                &inv.run,
+                &request.target.id,
+                ExitPolicy::Handoff {
+                    from_invocation_id: inv.id.clone(),
+                    depth: request.depth,
+                },
+                format,
+                ToolChoice::Auto,
+                inv.driver,
+            )
+            .await?;
+        let mut ev = Event::new(
+            "agent_handoff_accepted",
+            json!({"fromInvocationId": inv.id, "invocationId": opened.invocation.id, "profileId": request.target.id, "depth": request.depth}),
+        )
+        .inv(&opened.invocation.id);
+        ev.related.push(inv.id.clone());
+        inv.run
+            .journal
+            .append(&self.peers, inv.run.epoch(), Vec::new(), vec![ev])
+            .await?;
+        Ok(HandedOff {
+            opened,
+            brief: request.brief.clone(),
+            target: request.target.clone(),
+        })
+    }
+
+    /// Ends an open invocation as cancelled (a delegated task whose parent finished or whose run
+    /// ended).
+    pub async fn cancel_invocation(&self, inv: &Invocation) {
+        let mut inner = inv.inner.lock().await;
+        if inner.status != InvocationStatus::Open {
+            return;
+        }
+        if let Err(e) = self
+            .end_invocation(inv, &mut inner, InvocationStatus::Cancelled, None)
+            .await
+        {
+            tracing::warn!(invocation = %inv.id, error = %e, "journalling a cancelled invocation failed");
+        }
     }
 
     async fn end_invocation(
@@ -968,6 +1137,8 @@ impl Runtime {
         if before.status.is_terminal() || !run.begin_end() {
             return Ok(());
         }
+        // Delegated tasks still running stop at their next step.
+        run.agents.cancel(None);
         let record = before.clone();
         let kind = match status {
             RunStatus::Completed => "run_completed",
@@ -1065,8 +1236,10 @@ impl Runtime {
             },
             retryable: true,
         };
-        // End the run first (claiming its one end), then wake the loop: a loop that stops because
-        // of the cancel finds the run already ended as cancelled, not failed.
+        // Delegated tasks wind down first, so their records land before the run's end; then the
+        // run ends (claiming its one end) and only then is the loop woken: a loop that stops
+        // because of the cancel finds the run already ended as cancelled, not failed.
+        crate::agents::cancel_and_wait(run, None).await;
         let ended = self.end_run(run, RunStatus::Cancelled, Some(failure)).await;
         run.cancel();
         ended

@@ -436,6 +436,19 @@ impl RuntimeService for RuntimeGrpc {
                 r.model_response_json,
             )
             .await?;
+        let handoff = match &turn.handoff {
+            Some(h) => Some(handoff_pb(h).await),
+            None => None,
+        };
+        let injected_messages_json = if turn.injected.is_empty() {
+            "[]".to_owned()
+        } else {
+            Value::Array(vec![crate::provider::user_message(
+                format,
+                &crate::agents::injection_text(&turn.injected),
+            )])
+            .to_string()
+        };
         let inner = inv.inner.lock().await;
         Ok(Response::new(pb::ExecuteToolCallsResponse {
             result_messages_json: turn.result_messages.to_string(),
@@ -450,8 +463,8 @@ impl RuntimeService for RuntimeGrpc {
                 .as_ref()
                 .map(|id| convert::turn_pb(&inner.turn, id, None)),
             state: inv_status_pb(turn.status),
-            injected_child_results: Vec::new(),
-            injected_messages_json: String::new(),
+            injected_child_results: turn.injected.iter().map(crate::agents::task_pb).collect(),
+            injected_messages_json,
             calls: turn
                 .outcome
                 .details
@@ -468,7 +481,7 @@ impl RuntimeService for RuntimeGrpc {
                 })
                 .collect(),
             budget: Some(budget_pb(&inner)),
-            handoff: None,
+            handoff,
             failure: turn.failure.as_ref().map(failure_pb),
         }))
     }
@@ -531,5 +544,29 @@ impl RuntimeService for RuntimeGrpc {
                 inv.profile_version,
             )),
         }))
+    }
+}
+
+/// The handoff target a host continues with: its tools in the caller's provider format, its first
+/// turn and the brief.
+async fn handoff_pb(h: &crate::runtime::HandedOff) -> pb::HandoffTarget {
+    let inv = &h.opened.invocation;
+    let inner = inv.inner.lock().await;
+    pb::HandoffTarget {
+        invocation_id: inv.id.clone(),
+        profile_id: inner.profile.id.clone(),
+        snapshot_id: inner.snapshot.snapshot_id.clone(),
+        tools_json: h.opened.tools_json.to_string(),
+        first_turn: Some(convert::turn_pb(
+            &inner.turn,
+            &h.opened.turn_id,
+            h.opened
+                .tools_json
+                .get("tool_choice")
+                .or_else(|| h.opened.tools_json.get("toolConfig"))
+                .map(Value::to_string),
+        )),
+        brief: h.brief.clone(),
+        omitted: convert::omissions_pb(&inner.snapshot),
     }
 }

@@ -140,6 +140,8 @@ pub struct Run {
     pub cell: String,
     pub record: Mutex<RunRecord>,
     pub journal: Journal,
+    /// Delegated tasks and their scheduler.
+    pub agents: crate::agents::RunAgents,
     cancelled: AtomicBool,
     ended: AtomicBool,
     pub cancel_notify: Notify,
@@ -152,6 +154,7 @@ impl Run {
             cell: record.cell_id.clone(),
             journal: Journal::new(&record.run_id, &record.cell_id, next_seq),
             record: Mutex::new(record),
+            agents: crate::agents::RunAgents::default(),
             cancelled: AtomicBool::new(false),
             ended: AtomicBool::new(false),
             cancel_notify: Notify::new(),
@@ -233,6 +236,8 @@ pub struct InvocationInner {
     pub status: InvocationStatus,
     pub failure: Option<Failure>,
     pub ended_ms: i64,
+    /// What a delegated child handed back with `task.return`.
+    pub returned: Option<crate::agents::TaskResult>,
 }
 
 #[derive(Debug)]

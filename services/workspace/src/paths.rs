@@ -16,6 +16,11 @@ use crate::error::WsError;
 pub const DEFAULT_ROOTS: [&str; 5] = ["output", "scratch", "plan", "summaries", "persist"];
 /// Visible to every invocation, never writable, outside the profile's root universe.
 pub const TOOL_RESULTS_ROOT: &str = "tool-results";
+/// Results delegated tasks returned (`agent-results/<child invocation>.json`): like
+/// `tool-results/`, visible to every invocation and never writable.
+pub const AGENT_RESULTS_ROOT: &str = "agent-results";
+/// The read-only roots every invocation sees.
+pub const READ_ONLY_ROOTS: [&str; 2] = [TOOL_RESULTS_ROOT, AGENT_RESULTS_ROOT];
 /// Hidden runtime storage: never visible to the model.
 pub const HIDDEN_ROOTS: [&str; 4] = ["input", "tool-args", "model-responses", "journal"];
 /// The projected chat-level persistent root.
@@ -228,17 +233,17 @@ impl Roots {
     }
 
     pub fn can_see(&self, path: &WsPath) -> bool {
-        path.root() == TOOL_RESULTS_ROOT || self.visible.iter().any(|r| r == path.root())
+        READ_ONLY_ROOTS.contains(&path.root()) || self.visible.iter().any(|r| r == path.root())
     }
 
     pub fn can_write(&self, path: &WsPath) -> bool {
         self.writable.iter().any(|r| r == path.root()) && path.segments().count() > 1
     }
 
-    /// Visible root folders, `tool-results` last.
+    /// Visible root folders, the read-only `tool-results` and `agent-results` last.
     pub fn visible_roots(&self) -> Vec<String> {
         let mut roots = self.visible.clone();
-        roots.push(TOOL_RESULTS_ROOT.to_owned());
+        roots.extend(READ_ONLY_ROOTS.iter().map(|r| (*r).to_owned()));
         roots
     }
 }

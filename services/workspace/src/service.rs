@@ -19,7 +19,7 @@ use crate::{
     convert,
     engine::{Workspace, now_ms, sha256_hex},
     error::WsError,
-    paths::{self, HIDDEN_ROOTS, PathGuard, Roots, TOOL_RESULTS_ROOT, valid_id},
+    paths::{self, HIDDEN_ROOTS, PathGuard, READ_ONLY_ROOTS, Roots, valid_id},
     persist,
     runs::{InvocationRecord, RunRecord, SkillAccess},
     tools::{self, CallContext, worldinfo},
@@ -63,7 +63,7 @@ fn storage_path(raw: &str) -> Result<paths::WsPath, WsError> {
         paths::parse(raw, false).map_err(|e| WsError::invalid_request(e.message().to_owned()))?;
     let root = path.root();
     if paths::DEFAULT_ROOTS.contains(&root)
-        || root == TOOL_RESULTS_ROOT
+        || READ_ONLY_ROOTS.contains(&root)
         || HIDDEN_ROOTS.contains(&root)
     {
         Ok(path)
@@ -89,13 +89,16 @@ fn audit_path(raw: &str) -> Result<paths::WsPath, WsError> {
         }
         Some("tool-results") => segments.len() >= 3,
         Some("input") | Some("model-responses") => segments.len() >= 2,
+        // A returned task's result and its Markdown summary, named by the child invocation.
+        Some("agent-results") => segments.len() == 2 && segments[1].ends_with(".json"),
+        Some("summaries") => segments.len() == 2 && segments[1].ends_with("-result.md"),
         _ => false,
     };
     if ok {
         Ok(path)
     } else {
         Err(WsError::invalid_request(format!(
-            "{path} is not an audit path: use tool-args/<invocation>/call_<16 hex>.json, tool-results/<invocation>/…, input/… or model-responses/…"
+            "{path} is not an audit path: use tool-args/<invocation>/call_<16 hex>.json, tool-results/<invocation>/…, agent-results/<invocation>.json, summaries/<invocation>-result.md, input/… or model-responses/…"
         )))
     }
 }
@@ -207,7 +210,7 @@ impl WorkspaceGrpc {
         };
         let path =
             paths::parse(&req.source_path, false).map_err(|e| invalid(e.message().to_owned()))?;
-        if !record.roots.can_see(&path) || path.root() == TOOL_RESULTS_ROOT {
+        if !record.roots.can_see(&path) || READ_ONLY_ROOTS.contains(&path.root()) {
             return Err(invalid(format!("{path} is not a visible workspace file")));
         }
         let base = self.ws.tree().run_dir(&cell, &run_id);
