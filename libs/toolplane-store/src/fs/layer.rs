@@ -156,17 +156,26 @@ impl Fs for RealFs {
     }
 
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
-        let mut file = File::open(path)?;
-        // `open` follows symlinks and std has no portable O_NOFOLLOW, so check that what we
-        // opened is the very regular file now at the path (the backend checked the path first).
-        let opened = file.metadata()?;
-        let at_path = std::fs::symlink_metadata(path)?;
-        if !opened.is_file() || !at_path.is_file() || !same_file(&opened, &at_path) {
-            return Err(io::Error::other(SwappedForSymlink));
+        // A writer in another process may rename a new version into place between the open and
+        // the check below; that is a different regular file, not an escape: open again.
+        for _ in 0..8 {
+            let mut file = File::open(path)?;
+            // `open` follows symlinks and std has no portable O_NOFOLLOW, so check that what we
+            // opened is the very regular file now at the path (the backend checked the path
+            // first).
+            let opened = file.metadata()?;
+            let at_path = std::fs::symlink_metadata(path)?;
+            if !opened.is_file() || !at_path.is_file() {
+                return Err(io::Error::other(SwappedForSymlink));
+            }
+            if !same_file(&opened, &at_path) {
+                continue;
+            }
+            let mut bytes = Vec::with_capacity(usize::try_from(opened.len()).unwrap_or(0));
+            file.read_to_end(&mut bytes)?;
+            return Ok(bytes);
         }
-        let mut bytes = Vec::with_capacity(usize::try_from(opened.len()).unwrap_or(0));
-        file.read_to_end(&mut bytes)?;
-        Ok(bytes)
+        Err(io::Error::other(SwappedForSymlink))
     }
 
     fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
