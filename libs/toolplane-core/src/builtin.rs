@@ -88,8 +88,11 @@ pub fn removed_for_return_child(id: &ToolId) -> bool {
 }
 
 /// Tools whose changed arguments mean progress, not a loop (seed 004's progress-aware tools).
+/// Delegating a different task each time is a fan-out, not a loop.
 pub fn is_progress_aware(id: &ToolId) -> bool {
-    id.is_builtin(WORKSPACE_WRITE_FILE) || id.is_builtin(WORKSPACE_APPLY_PATCH)
+    id.is_builtin(WORKSPACE_WRITE_FILE)
+        || id.is_builtin(WORKSPACE_APPLY_PATCH)
+        || id.is_builtin(AGENT_DELEGATE)
 }
 
 /// Every builtin descriptor, in the order the catalog lists them.

@@ -229,11 +229,10 @@ pub async fn drive_invocation(
             inner.snapshot.max_rounds
         };
         let tools = toolplane_model::encode_tools(format, &inner.turn, &inner.snapshot)?;
-        run.journal
-            .append(&rt.peers, run.epoch(), Vec::new(), vec![Event::new("model_request_created", json!({"invocationId": inv.id, "round": round, "snapshotId": inner.snapshot.snapshot_id, "snapshotPath": inv.snapshot_path, "contract": inner.turn, "messages": history.len()})).inv(&inv.id)])
-            .await?;
+        // Journalled with the first attempt's start, in one group.
+        let request_created = Event::new("model_request_created", json!({"invocationId": inv.id, "round": round, "snapshotId": inner.snapshot.snapshot_id, "snapshotPath": inv.snapshot_path, "contract": inner.turn, "messages": history.len()})).inv(&inv.id);
         let body = match call_with_retries(
-            rt, run, inv, client, system, &history, &tools, round, stop,
+            rt, run, inv, client, system, &history, &tools, round, stop, request_created,
         )
         .await?
         {
@@ -247,17 +246,19 @@ pub async fn drive_invocation(
             }
         };
         let path = format!("model-responses/{}/round-{round}.json", inv.id);
-        run.journal
-            .append(
-                &rt.peers,
-                run.epoch(),
-                vec![AuditObject { path: path.clone(), content: body.clone().into_bytes(), content_type: "application/json" }],
-                vec![Event::new("model_response_stored", json!({"invocationId": inv.id, "round": round, "path": path, "bytes": body.len()})).inv(&inv.id)],
-            )
-            .await?;
+        let stored = AuditObject {
+            path: path.clone(),
+            content: body.clone().into_bytes(),
+            content_type: "application/json",
+        };
+        let stored_event = Event::new("model_response_stored", json!({"invocationId": inv.id, "round": round, "path": path, "bytes": body.len()})).inv(&inv.id);
+        // The stored body and its records go in one group with `model_completed`.
         let decoded = match toolplane_model::decode_calls_json(format, &inner.turn, &body) {
             Ok(d) => d,
             Err(e) => {
+                run.journal
+                    .append(&rt.peers, run.epoch(), vec![stored], vec![stored_event])
+                    .await?;
                 let failure = Failure {
                     code: e.code.as_str().into(),
                     message: e.message.clone(),
@@ -268,7 +269,7 @@ pub async fn drive_invocation(
             }
         };
         run.journal
-            .append(&rt.peers, run.epoch(), Vec::new(), vec![Event::new("model_completed", json!({"invocationId": inv.id, "round": round, "toolCalls": decoded.invocations.len(), "textChars": decoded.assistant_text.as_ref().map(|t| t.chars().count()).unwrap_or(0)})).inv(&inv.id)])
+            .append(&rt.peers, run.epoch(), vec![stored], vec![stored_event, Event::new("model_completed", json!({"invocationId": inv.id, "round": round, "toolCalls": decoded.invocations.len(), "textChars": decoded.assistant_text.as_ref().map(|t| t.chars().count()).unwrap_or(0)})).inv(&inv.id)])
             .await?;
         history.extend(decoded.history.iter().cloned());
 
@@ -365,12 +366,16 @@ async fn call_with_retries(
     tools: &serde_json::Map<String, Value>,
     round: u32,
     stop: &Stop,
+    request_created: Event,
 ) -> Result<Result<String, Failure>, RuntimeError> {
     let retries = client.endpoint().max_retries;
     let mut backoff = rt.cfg.model_retry_backoff;
+    let mut first = Some(request_created);
     for attempt in 1..=retries + 1 {
+        let mut events: Vec<Event> = first.take().into_iter().collect();
+        events.push(Event::new("model_call_attempt_started", json!({"invocationId": inv.id, "round": round, "attempt": attempt, "model": client.endpoint().model})).inv(&inv.id));
         run.journal
-            .append(&rt.peers, run.epoch(), Vec::new(), vec![Event::new("model_call_attempt_started", json!({"invocationId": inv.id, "round": round, "attempt": attempt, "model": client.endpoint().model})).inv(&inv.id)])
+            .append(&rt.peers, run.epoch(), Vec::new(), events)
             .await?;
         let result = tokio::select! {
             r = client.call(system, history, tools, round) => r,

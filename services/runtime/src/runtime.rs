@@ -629,16 +629,21 @@ impl Runtime {
         let was_created = record.status == RunStatus::Created;
         // A delegated child works for its parent; the run's owner stays the parent.
         let takes_over = !matches!(exit, ExitPolicy::ReturnToParent { .. });
-        run.update(|r| {
-            if r.root_invocation_id.is_empty() {
-                r.root_invocation_id = invocation_id.clone();
-            }
-            if takes_over {
-                r.active_invocation_id = invocation_id.clone();
-            }
-            r.status = RunStatus::Running;
-        });
-        self.persist_run(run).await?;
+        let changes = record.root_invocation_id.is_empty()
+            || takes_over
+            || record.status != RunStatus::Running;
+        if changes {
+            run.update(|r| {
+                if r.root_invocation_id.is_empty() {
+                    r.root_invocation_id = invocation_id.clone();
+                }
+                if takes_over {
+                    r.active_invocation_id = invocation_id.clone();
+                }
+                r.status = RunStatus::Running;
+            });
+            self.persist_run(run).await?;
+        }
         if was_created {
             run.journal
                 .append(

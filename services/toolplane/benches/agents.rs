@@ -129,7 +129,17 @@ async fn delegated(rt: &mut RuntimeServiceClient<Channel>) -> Duration {
         .await
         .unwrap()
         .into_inner();
-    assert!(r.results.iter().all(|x| !x.is_error), "{:?}", r.results[0]);
+    assert!(
+        r.results.iter().all(|x| !x.is_error),
+        "{:?}",
+        r.results.iter().find(|x| x.is_error)
+    );
+    // Tasks that finished while the delegating turn was still being answered come back with it.
+    let early = r
+        .injected_child_results
+        .iter()
+        .filter(|t| t.status == pb::TaskStatus::Completed as i32)
+        .count();
     let r = rt
         .execute_tool_calls(pb::ExecuteToolCallsRequest {
             invocation_id: opened.invocation_id,
@@ -153,7 +163,7 @@ async fn delegated(rt: &mut RuntimeServiceClient<Channel>) -> Duration {
         .iter()
         .filter(|t| t["status"] == "completed")
         .count();
-    assert_eq!(done, TASKS, "not every task completed: {}", r.results[0].content);
+    assert_eq!(early + done, TASKS, "not every task completed: {}", r.results[0].content);
     took
 }
 
