@@ -312,7 +312,10 @@ impl RunAgents {
             if done {
                 return;
             }
-            if tokio::time::timeout_at(deadline, rx.changed()).await.is_err() {
+            if tokio::time::timeout_at(deadline, rx.changed())
+                .await
+                .is_err()
+            {
                 return;
             }
         }
@@ -377,10 +380,7 @@ pub fn check_target(
 }
 
 fn refused(call: &ToolInvocation, code: ErrorCode, message: impl Into<String>) -> Dispatched {
-    Dispatched::known(
-        AgentToolResult::error(call, code, message),
-        Effect::None,
-    )
+    Dispatched::known(AgentToolResult::error(call, code, message), Effect::None)
 }
 
 fn string_arg<'a>(args: &'a Map<String, Value>, name: &str) -> &'a str {
@@ -446,14 +446,24 @@ pub async fn list(
         .unwrap_or(20)
         .clamp(1, 100) as usize;
     let caller = &inner.profile;
-    let child = matches!(inner.snapshot.exit_policy, ExitPolicy::ReturnToParent { .. });
+    let child = matches!(
+        inner.snapshot.exit_policy,
+        ExitPolicy::ReturnToParent { .. }
+    );
     let want_delegate = matches!(purpose, "any" | "delegate") && caller.delegation.can_delegate;
     let want_handoff = matches!(purpose, "any" | "handoff") && caller.delegation.can_handoff;
     if child || (!want_delegate && !want_handoff) {
         return Ok(refused(
             call,
             AGENT_UNAVAILABLE,
-            format!("this agent may not {} other agents", if purpose == "handoff" { "hand off to" } else { "delegate to" }),
+            format!(
+                "this agent may not {} other agents",
+                if purpose == "handoff" {
+                    "hand off to"
+                } else {
+                    "delegate to"
+                }
+            ),
         ));
     }
 
@@ -525,7 +535,10 @@ pub async fn list(
         text.push_str(&format!(
             "\n- `{}`{} ({}){}",
             p.id,
-            p.name.as_deref().map(|n| format!(" — {n}")).unwrap_or_default(),
+            p.name
+                .as_deref()
+                .map(|n| format!(" — {n}"))
+                .unwrap_or_default(),
             how.join(", "),
             p.description
                 .as_deref()
@@ -570,7 +583,10 @@ async fn delegation_target(
     agent_id: &str,
     via_tool: bool,
 ) -> Result<Result<(Profile, Endpoint), Dispatched>, RuntimeError> {
-    if matches!(inner.snapshot.exit_policy, ExitPolicy::ReturnToParent { .. }) {
+    if matches!(
+        inner.snapshot.exit_policy,
+        ExitPolicy::ReturnToParent { .. }
+    ) {
         return Ok(Err(refused(
             call,
             AGENT_UNAVAILABLE,
@@ -668,7 +684,8 @@ fn register(
         endpoint,
         slots: inner.profile.delegation.max_concurrent_children,
     });
-    let base = json!({"taskId": task.task_id, "parentInvocationId": inv.id, "profileId": task.profile_id});
+    let base =
+        json!({"taskId": task.task_id, "parentInvocationId": inv.id, "profileId": task.profile_id});
     let events = vec![
         Event::new(
             "agent_task_registered",
@@ -740,7 +757,12 @@ pub async fn delegate(
 
 /// A finished task as the parent reads it.
 pub fn capsule(t: &Task) -> String {
-    let mut s = format!("### Task `{}` (`{}`): {}\n", t.task_id, t.profile_id, t.status.as_str());
+    let mut s = format!(
+        "### Task `{}` (`{}`): {}\n",
+        t.task_id,
+        t.profile_id,
+        t.status.as_str()
+    );
     match (&t.result, &t.failure) {
         (Some(r), _) => {
             s.push('\n');
@@ -758,7 +780,10 @@ pub fn capsule(t: &Task) -> String {
             }
             s.push_str(&format!("\nFull result: `{}`\n", r.result_path));
         }
-        (None, Some(f)) => s.push_str(&format!("\nIt did not return a result: {}: {}\n", f.code, f.message)),
+        (None, Some(f)) => s.push_str(&format!(
+            "\nIt did not return a result: {}: {}\n",
+            f.code, f.message
+        )),
         (None, None) => s.push_str("\nIt has not finished yet.\n"),
     }
     s
@@ -767,21 +792,12 @@ pub fn capsule(t: &Task) -> String {
 /// The message that carries finished results into the parent's next model request.
 pub fn injection_text(tasks: &[Task]) -> String {
     let mut s = String::from("Results of tasks you delegated have arrived.\n\n");
-    s.push_str(
-        &tasks
-            .iter()
-            .map(capsule)
-            .collect::<Vec<_>>()
-            .join("\n"),
-    );
+    s.push_str(&tasks.iter().map(capsule).collect::<Vec<_>>().join("\n"));
     s
 }
 
 /// Takes the finished, unseen results of `inv`'s tasks and journals their injection.
-pub async fn take_injections(
-    rt: &Runtime,
-    inv: &Invocation,
-) -> Result<Vec<Task>, RuntimeError> {
+pub async fn take_injections(rt: &Runtime, inv: &Invocation) -> Result<Vec<Task>, RuntimeError> {
     let tasks = inv.run.agents.take_finished(&inv.id);
     if !tasks.is_empty() {
         let ids: Vec<&str> = tasks.iter().map(|t| t.task_id.as_str()).collect();
@@ -791,11 +807,13 @@ pub async fn take_injections(
                 &rt.peers,
                 inv.run.epoch(),
                 Vec::new(),
-                vec![Event::new(
-                    "agent_child_results_injected",
-                    json!({"invocationId": inv.id, "taskIds": ids}),
-                )
-                .inv(&inv.id)],
+                vec![
+                    Event::new(
+                        "agent_child_results_injected",
+                        json!({"invocationId": inv.id, "taskIds": ids}),
+                    )
+                    .inv(&inv.id),
+                ],
             )
             .await?;
     }
@@ -827,8 +845,15 @@ pub async fn wait(
     call: &ToolInvocation,
     args: &Map<String, Value>,
 ) -> Result<Dispatched, RuntimeError> {
-    if matches!(inner.snapshot.exit_policy, ExitPolicy::ReturnToParent { .. }) {
-        return Ok(refused(call, AGENT_UNAVAILABLE, "a delegated task has no tasks to await"));
+    if matches!(
+        inner.snapshot.exit_policy,
+        ExitPolicy::ReturnToParent { .. }
+    ) {
+        return Ok(refused(
+            call,
+            AGENT_UNAVAILABLE,
+            "a delegated task has no tasks to await",
+        ));
     }
     let agents = &inv.run.agents;
     let own: Vec<Task> = agents
@@ -873,11 +898,13 @@ pub async fn wait(
             &rt.peers,
             inv.run.epoch(),
             Vec::new(),
-            vec![Event::new(
-                "agent_await_started",
-                json!({"invocationId": inv.id, "callId": call.call_id, "taskIds": ids}),
-            )
-            .inv(&inv.id)],
+            vec![
+                Event::new(
+                    "agent_await_started",
+                    json!({"invocationId": inv.id, "callId": call.call_id, "taskIds": ids}),
+                )
+                .inv(&inv.id),
+            ],
         )
         .await?;
     let stop = Stop::run(Arc::clone(&inv.run));
@@ -910,7 +937,11 @@ pub async fn wait(
         text.push_str(&format!(
             "Still running after waiting {} s: {}. Their results reach you when they finish.",
             rt.cfg.agent_await_timeout.as_secs(),
-            pending.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ")
+            pending
+                .iter()
+                .map(|p| format!("`{p}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
     let mut d = Dispatched::known(
@@ -935,8 +966,10 @@ pub fn task_return(
     call: &ToolInvocation,
     args: &Map<String, Value>,
 ) -> Result<Dispatched, RuntimeError> {
-    let ExitPolicy::ReturnToParent { task_id, parent_invocation_id } =
-        inner.snapshot.exit_policy.clone()
+    let ExitPolicy::ReturnToParent {
+        task_id,
+        parent_invocation_id,
+    } = inner.snapshot.exit_policy.clone()
     else {
         return Ok(refused(
             call,
@@ -1000,8 +1033,13 @@ pub fn task_return(
     );
     inner.returned = Some(result);
     let mut d = Dispatched::known(
-        AgentToolResult::ok(call, "Returned your result. Your work on this task is done.")
-            .with_structured(json!({"resultPath": result_path, "summaryPath": summary_path, "status": status})),
+        AgentToolResult::ok(
+            call,
+            "Returned your result. Your work on this task is done.",
+        )
+        .with_structured(
+            json!({"resultPath": result_path, "summaryPath": summary_path, "status": status}),
+        ),
         Effect::Returned,
     );
     d.objects = vec![
@@ -1044,8 +1082,10 @@ pub async fn handoff(
 ) -> Result<Dispatched, RuntimeError> {
     let agent_id = string_arg(args, "agentId");
     let brief = string_arg(args, "brief");
-    if matches!(inner.snapshot.exit_policy, ExitPolicy::ReturnToParent { .. })
-        || !inner.profile.delegation.can_handoff
+    if matches!(
+        inner.snapshot.exit_policy,
+        ExitPolicy::ReturnToParent { .. }
+    ) || !inner.profile.delegation.can_handoff
     {
         return Ok(refused(
             call,
@@ -1104,7 +1144,10 @@ pub async fn handoff(
     let mut d = Dispatched::known(
         AgentToolResult::ok(
             call,
-            format!("Handed the run to `{}`. Your work ends with this turn.", target.id),
+            format!(
+                "Handed the run to `{}`. Your work ends with this turn.",
+                target.id
+            ),
         )
         .with_structured(json!({"agentId": target.id, "depth": depth})),
         Effect::HandedOff(Box::new(HandoffRequest {
@@ -1140,7 +1183,8 @@ pub async fn run_sub_agent(
             format!("task must be a brief of 1 to {MAX_BRIEF_BYTES} bytes"),
         ));
     }
-    let (target, endpoint) = match delegation_target(rt, inv, inner, call, profile_id, true).await? {
+    let (target, endpoint) = match delegation_target(rt, inv, inner, call, profile_id, true).await?
+    {
         Ok(t) => t,
         Err(refusal) => return Ok(refusal),
     };
@@ -1178,7 +1222,10 @@ pub async fn run_sub_agent(
             AgentToolResult::error(call, code, text)
         }
     };
-    Ok(Dispatched::known(result.with_structured(structured), Effect::None))
+    Ok(Dispatched::known(
+        result.with_structured(structured),
+        Effect::None,
+    ))
 }
 
 /// The scheduler's worker for one task: waits for a slot, opens the child invocation and drives it
@@ -1242,7 +1289,11 @@ async fn run_task(rt: Arc<Runtime>, run: Arc<Run>, p: Pending) {
     if status == TaskStatus::Failed {
         ev = ev.warn();
     }
-    if let Err(e) = run.journal.append(&rt.peers, run.epoch(), Vec::new(), vec![ev]).await {
+    if let Err(e) = run
+        .journal
+        .append(&rt.peers, run.epoch(), Vec::new(), vec![ev])
+        .await
+    {
         tracing::warn!(run = %run.id, task = %done.task_id, error = %e, "journalling a task's end failed");
     }
 }
@@ -1261,7 +1312,13 @@ fn system_failure(e: &RuntimeError) -> Failure {
     }
 }
 
-async fn drive_task(rt: &Arc<Runtime>, run: &Arc<Run>, task: &Task, p: &Pending, stop: &Stop) -> Ended {
+async fn drive_task(
+    rt: &Arc<Runtime>,
+    run: &Arc<Run>,
+    task: &Task,
+    p: &Pending,
+    stop: &Stop,
+) -> Ended {
     let agents = &run.agents;
     agents.update(&task.task_id, |t| t.status = TaskStatus::Running);
     if let Err(e) = run

@@ -13,10 +13,10 @@ use toolplane_core::snapshot::ExitPolicy;
 use toolplane_core::turn::{ToolChoice, ToolTurnContract};
 use toolplane_proto::v1 as pb;
 
+use crate::agents::Stop;
 use crate::error::RuntimeError;
 use crate::journal::{AuditObject, Event};
 use crate::provider::{Endpoint, ModelClient, user_message};
-use crate::agents::Stop;
 use crate::runtime::{HandedOff, NewRun, Runtime, TurnEnd};
 use crate::state::{Driver, Failure, Invocation, InvocationStatus, Run, RunStatus};
 
@@ -232,7 +232,16 @@ pub async fn drive_invocation(
         // Journalled with the first attempt's start, in one group.
         let request_created = Event::new("model_request_created", json!({"invocationId": inv.id, "round": round, "snapshotId": inner.snapshot.snapshot_id, "snapshotPath": inv.snapshot_path, "contract": inner.turn, "messages": history.len()})).inv(&inv.id);
         let body = match call_with_retries(
-            rt, run, inv, client, system, &history, &tools, round, stop, request_created,
+            rt,
+            run,
+            inv,
+            client,
+            system,
+            &history,
+            &tools,
+            round,
+            stop,
+            request_created,
         )
         .await?
         {
@@ -251,7 +260,11 @@ pub async fn drive_invocation(
             content: body.clone().into_bytes(),
             content_type: "application/json",
         };
-        let stored_event = Event::new("model_response_stored", json!({"invocationId": inv.id, "round": round, "path": path, "bytes": body.len()})).inv(&inv.id);
+        let stored_event = Event::new(
+            "model_response_stored",
+            json!({"invocationId": inv.id, "round": round, "path": path, "bytes": body.len()}),
+        )
+        .inv(&inv.id);
         // The stored body and its records go in one group with `model_completed`.
         let decoded = match toolplane_model::decode_calls_json(format, &inner.turn, &body) {
             Ok(d) => d,

@@ -163,7 +163,12 @@ async fn delegated(rt: &mut RuntimeServiceClient<Channel>) -> Duration {
         .iter()
         .filter(|t| t["status"] == "completed")
         .count();
-    assert_eq!(early + done, TASKS, "not every task completed: {}", r.results[0].content);
+    assert_eq!(
+        early + done,
+        TASKS,
+        "not every task completed: {}",
+        r.results[0].content
+    );
     took
 }
 
@@ -176,11 +181,7 @@ async fn main() {
         .max(1);
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("trivial.json");
-    std::fs::write(
-        &script,
-        one_call("task_return", json!({"summary": "done"})),
-    )
-    .unwrap();
+    std::fs::write(&script, one_call("task_return", json!({"summary": "done"}))).unwrap();
     let plane = Plane::up(PlaneConfig::ephemeral(dir.path().join("plane")))
         .await
         .unwrap();

@@ -45,7 +45,11 @@ fn worker(id: &str, script_path: Option<&str>, extra: Value) -> Value {
 }
 
 fn lead(id: &str, extra_allow: &[&str]) -> Value {
-    let mut allow = vec!["builtin:workspace.*", "builtin:agent.*", "builtin:dice.roll"];
+    let mut allow = vec![
+        "builtin:workspace.*",
+        "builtin:agent.*",
+        "builtin:dice.roll",
+    ];
     allow.extend_from_slice(extra_allow);
     json!({
         "id": id,
@@ -121,13 +125,25 @@ async fn a_runtime_driven_lead_delegates_in_parallel_awaits_one_and_gets_the_oth
             1,
             &[
                 ("agent_list", json!({})),
-                ("agent_delegate", json!({"agentId": "slow", "task": "Do the slow part."})),
-                ("agent_delegate", json!({"agentId": "fast", "task": "Do the fast part."})),
-                ("agent_delegate", json!({"agentId": "nomodel", "task": "Anything."})),
+                (
+                    "agent_delegate",
+                    json!({"agentId": "slow", "task": "Do the slow part."}),
+                ),
+                (
+                    "agent_delegate",
+                    json!({"agentId": "fast", "task": "Do the fast part."}),
+                ),
+                (
+                    "agent_delegate",
+                    json!({"agentId": "nomodel", "task": "Anything."}),
+                ),
             ],
         ),
         ScriptedReply::tool_calls(2, &[("agent_await", json!({"taskIds": ["task-1"]}))]),
-        ScriptedReply::tool_calls(3, &[("agent__fast__run", json!({"task": "One more quick check."}))]),
+        ScriptedReply::tool_calls(
+            3,
+            &[("agent__fast__run", json!({"task": "One more quick check."}))],
+        ),
         ScriptedReply::tool_calls(
             4,
             &[(
@@ -137,7 +153,10 @@ async fn a_runtime_driven_lead_delegates_in_parallel_awaits_one_and_gets_the_oth
         ),
         ScriptedReply::tool_calls(
             5,
-            &[("workspace_commit", json!({})), ("workspace_finish", json!({"summary": "done"}))],
+            &[
+                ("workspace_commit", json!({})),
+                ("workspace_finish", json!({"summary": "done"})),
+            ],
         ),
     ])
     .await
@@ -187,10 +206,22 @@ async fn a_runtime_driven_lead_delegates_in_parallel_awaits_one_and_gets_the_oth
             .join("\n---\n")
     };
     let listed = tool_text(&first);
-    assert!(listed.contains("`fast`") && listed.contains("`slow`"), "{listed}");
-    assert!(listed.contains("task-1") && listed.contains("task-2"), "{listed}");
-    assert!(listed.contains("agent.no_model") || listed.contains("no model endpoint"), "{listed}");
-    assert!(!listed.contains("task-3"), "the refused delegation registers no task: {listed}");
+    assert!(
+        listed.contains("`fast`") && listed.contains("`slow`"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("task-1") && listed.contains("task-2"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("agent.no_model") || listed.contains("no model endpoint"),
+        "{listed}"
+    );
+    assert!(
+        !listed.contains("task-3"),
+        "the refused delegation registers no task: {listed}"
+    );
 
     // `agent_await` on task-1 renders the slow result only.
     let awaited = tool_text(&contents(&requests[2]));
@@ -207,7 +238,10 @@ async fn a_runtime_driven_lead_delegates_in_parallel_awaits_one_and_gets_the_oth
     assert!(injections[0].contains("FAST-RESULT") && injections[0].contains("task-2"));
     // The sub-agent tool delegated and awaited under the hood.
     let sub = tool_text(&contents(&requests[3]));
-    assert!(sub.contains("FAST-RESULT") && sub.contains("task-3"), "{sub}");
+    assert!(
+        sub.contains("FAST-RESULT") && sub.contains("task-3"),
+        "{sub}"
+    );
 
     let journal = h.journal(&run).await;
     assert_eq!(events_of(&journal, "agent_task_registered").len(), 3);
@@ -247,9 +281,12 @@ async fn a_runtime_driven_lead_delegates_in_parallel_awaits_one_and_gets_the_oth
             .unwrap(),
     );
     let child = slow_done["childInvocationId"].as_str().unwrap().to_owned();
-    let result: Value =
-        serde_json::from_slice(&h.object(&run, &format!("agent-results/{child}.json")).await.unwrap())
-            .unwrap();
+    let result: Value = serde_json::from_slice(
+        &h.object(&run, &format!("agent-results/{child}.json"))
+            .await
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(result["summary"], "SLOW-RESULT: done");
     assert_eq!(result["artifacts"], json!(["output/slow.md"]));
     let summary = h
@@ -283,8 +320,12 @@ async fn a_host_driven_parent_is_not_blocked_and_its_finish_cancels_unfinished_c
     let dir = h.dir.path().to_path_buf();
     h.put_profile(worker("fast", Some(&fast_script(&dir)), json!({})))
         .await;
-    h.put_profile(worker("sleepy", Some(&slow_script(&dir, 30_000)), json!({})))
-        .await;
+    h.put_profile(worker(
+        "sleepy",
+        Some(&slow_script(&dir, 30_000)),
+        json!({}),
+    ))
+    .await;
     let finisher = script(
         &dir,
         "finisher",
@@ -304,9 +345,21 @@ async fn a_host_driven_parent_is_not_blocked_and_its_finish_cancels_unfinished_c
             &turn,
             OPENAI,
             openai_calls(&[
-                ("c1", "agent_delegate", json!({"agentId": "fast", "task": "Quick."})),
-                ("c2", "agent_delegate", json!({"agentId": "sleepy", "task": "Slow."})),
-                ("c3", "agent_delegate", json!({"agentId": "finisher", "task": "Try to finish the run."})),
+                (
+                    "c1",
+                    "agent_delegate",
+                    json!({"agentId": "fast", "task": "Quick."}),
+                ),
+                (
+                    "c2",
+                    "agent_delegate",
+                    json!({"agentId": "sleepy", "task": "Slow."}),
+                ),
+                (
+                    "c3",
+                    "agent_delegate",
+                    json!({"agentId": "finisher", "task": "Try to finish the run."}),
+                ),
             ]),
         )
         .await
@@ -315,9 +368,11 @@ async fn a_host_driven_parent_is_not_blocked_and_its_finish_cancels_unfinished_c
     // The answer came back while the sleepy child is still working.
     let journal = h.journal(&run).await;
     assert!(
-        !journal
-            .iter()
-            .any(|e| e.r#type.starts_with("agent_task_") && payload(e)["taskId"] == "task-2" && e.r#type != "agent_task_registered" && e.r#type != "agent_task_queued" && e.r#type != "agent_task_started"),
+        !journal.iter().any(|e| e.r#type.starts_with("agent_task_")
+            && payload(e)["taskId"] == "task-2"
+            && e.r#type != "agent_task_registered"
+            && e.r#type != "agent_task_queued"
+            && e.r#type != "agent_task_started"),
         "the parent waited for a child"
     );
 
@@ -353,8 +408,15 @@ async fn a_host_driven_parent_is_not_blocked_and_its_finish_cancels_unfinished_c
     // A child that calls workspace.finish is refused: the tool is not in its snapshot.
     let finisher = by_task("task-3");
     assert_eq!(finisher.status, pb::TaskStatus::Failed as i32);
-    assert_eq!(finisher.failure.as_ref().unwrap().code, "model.unknown_tool_alias");
-    assert!(finisher.content.contains("workspace_finish"), "{}", finisher.content);
+    assert_eq!(
+        finisher.failure.as_ref().unwrap().code,
+        "model.unknown_tool_alias"
+    );
+    assert!(
+        finisher.content.contains("workspace_finish"),
+        "{}",
+        finisher.content
+    );
     let msgs: Value = serde_json::from_str(&messages.join("").replace("][", ",")).unwrap();
     assert!(msgs.to_string().contains("FAST-RESULT"), "{msgs}");
     assert!(injected.iter().all(|t| t.task_id != "task-2"));
@@ -424,7 +486,11 @@ async fn a_handoff_chain_of_depth_two_ends_with_the_first_owners_commit() {
             &turn,
             OPENAI,
             openai_calls(&[
-                ("a1", "workspace_write_file", json!({"path": "output/main.md", "content": "Answer from A.\n"})),
+                (
+                    "a1",
+                    "workspace_write_file",
+                    json!({"path": "output/main.md", "content": "Answer from A.\n"}),
+                ),
                 ("a2", "workspace_commit", json!({})),
             ]),
         )
@@ -435,37 +501,93 @@ async fn a_handoff_chain_of_depth_two_ends_with_the_first_owners_commit() {
 
     // A target that only takes work from someone else refuses.
     let r = h
-        .execute(&a, &turn, OPENAI, openai_calls(&[("a3", "agent_handoff", json!({"agentId": "gated", "brief": "Take over."}))]))
+        .execute(
+            &a,
+            &turn,
+            OPENAI,
+            openai_calls(&[(
+                "a3",
+                "agent_handoff",
+                json!({"agentId": "gated", "brief": "Take over."}),
+            )]),
+        )
         .await
         .unwrap();
-    assert_eq!(r.results[0].error_code.as_deref(), Some("agent.not_allowed"));
+    assert_eq!(
+        r.results[0].error_code.as_deref(),
+        Some("agent.not_allowed")
+    );
     assert!(r.results[0].content.contains("someone-else"));
     turn = r.next_turn.unwrap().turn_id;
 
     // With a delegated task still running, the handoff is refused; after awaiting it, it goes.
     let r = h
-        .execute(&a, &turn, OPENAI, openai_calls(&[("a4", "agent_delegate", json!({"agentId": "helper", "task": "Help."}))]))
+        .execute(
+            &a,
+            &turn,
+            OPENAI,
+            openai_calls(&[(
+                "a4",
+                "agent_delegate",
+                json!({"agentId": "helper", "task": "Help."}),
+            )]),
+        )
         .await
         .unwrap();
     turn = r.next_turn.unwrap().turn_id;
     let r = h
-        .execute(&a, &turn, OPENAI, openai_calls(&[("a5", "agent_handoff", json!({"agentId": "b", "brief": "Polish it."}))]))
+        .execute(
+            &a,
+            &turn,
+            OPENAI,
+            openai_calls(&[(
+                "a5",
+                "agent_handoff",
+                json!({"agentId": "b", "brief": "Polish it."}),
+            )]),
+        )
         .await
         .unwrap();
-    assert_eq!(r.results[0].error_code.as_deref(), Some("agent.children_unfinished"));
+    assert_eq!(
+        r.results[0].error_code.as_deref(),
+        Some("agent.children_unfinished")
+    );
     assert!(r.results[0].content.contains("task-1"));
     turn = r.next_turn.unwrap().turn_id;
     let r = h
-        .execute(&a, &turn, OPENAI, openai_calls(&[("a6", "agent_await", json!({}))]))
+        .execute(
+            &a,
+            &turn,
+            OPENAI,
+            openai_calls(&[("a6", "agent_await", json!({}))]),
+        )
         .await
         .unwrap();
-    assert!(r.results[0].content.contains("SLOW-RESULT"), "{}", r.results[0].content);
+    assert!(
+        r.results[0].content.contains("SLOW-RESULT"),
+        "{}",
+        r.results[0].content
+    );
     turn = r.next_turn.unwrap().turn_id;
     let r = h
-        .execute(&a, &turn, OPENAI, openai_calls(&[("a7", "agent_handoff", json!({"agentId": "b", "brief": "Polish the answer in output/main.md."}))]))
+        .execute(
+            &a,
+            &turn,
+            OPENAI,
+            openai_calls(&[(
+                "a7",
+                "agent_handoff",
+                json!({"agentId": "b", "brief": "Polish the answer in output/main.md."}),
+            )]),
+        )
         .await
         .unwrap();
-    assert_eq!(r.state, pb::InvocationState::HandedOff as i32, "{:?}", r.results);
+    assert_eq!(
+        r.state,
+        pb::InvocationState::HandedOff as i32,
+        "{:?}",
+        r.results
+    );
     assert!(r.next_turn.is_none());
     let to_b = r.handoff.unwrap();
     assert_eq!(to_b.profile_id, "b");
@@ -475,16 +597,33 @@ async fn a_handoff_chain_of_depth_two_ends_with_the_first_owners_commit() {
 
     // A keeps calling tools: none runs.
     let r = h
-        .execute(&a, "stale", OPENAI, openai_calls(&[("a8", "dice_roll", json!({"notation": "d6"}))]))
+        .execute(
+            &a,
+            "stale",
+            OPENAI,
+            openai_calls(&[("a8", "dice_roll", json!({"notation": "d6"}))]),
+        )
         .await
         .unwrap();
     assert_eq!(r.state, pb::InvocationState::HandedOff as i32);
-    assert_eq!(r.results[0].error_code.as_deref(), Some("agent.tool_after_finish"));
+    assert_eq!(
+        r.results[0].error_code.as_deref(),
+        Some("agent.tool_after_finish")
+    );
 
     // B hands off to C: depth 2.
     let b = to_b.invocation_id.clone();
     let r = h
-        .execute(&b, &to_b.first_turn.unwrap().turn_id, OPENAI, openai_calls(&[("b1", "agent_handoff", json!({"agentId": "c", "brief": "Finish up."}))]))
+        .execute(
+            &b,
+            &to_b.first_turn.unwrap().turn_id,
+            OPENAI,
+            openai_calls(&[(
+                "b1",
+                "agent_handoff",
+                json!({"agentId": "c", "brief": "Finish up."}),
+            )]),
+        )
         .await
         .unwrap();
     let to_c = r.handoff.unwrap();
@@ -493,20 +632,47 @@ async fn a_handoff_chain_of_depth_two_ends_with_the_first_owners_commit() {
 
     // C may not hand off again: `d` accepts chains of at most 2.
     let r = h
-        .execute(&c, &turn, OPENAI, openai_calls(&[("c1", "agent_handoff", json!({"agentId": "d", "brief": "More."}))]))
+        .execute(
+            &c,
+            &turn,
+            OPENAI,
+            openai_calls(&[(
+                "c1",
+                "agent_handoff",
+                json!({"agentId": "d", "brief": "More."}),
+            )]),
+        )
         .await
         .unwrap();
-    assert_eq!(r.results[0].error_code.as_deref(), Some("agent.handoff_depth_exceeded"));
+    assert_eq!(
+        r.results[0].error_code.as_deref(),
+        Some("agent.handoff_depth_exceeded")
+    );
     turn = r.next_turn.unwrap().turn_id;
 
     // C finishes without committing: A's commit stands.
     let r = h
-        .execute(&c, &turn, OPENAI, openai_calls(&[("c2", "workspace_finish", json!({"summary": "done"}))]))
+        .execute(
+            &c,
+            &turn,
+            OPENAI,
+            openai_calls(&[("c2", "workspace_finish", json!({"summary": "done"}))]),
+        )
         .await
         .unwrap();
-    assert_eq!(r.state, pb::InvocationState::Finished as i32, "{:?}", r.results);
+    assert_eq!(
+        r.state,
+        pb::InvocationState::Finished as i32,
+        "{:?}",
+        r.results
+    );
     let done = h.run(&run).await;
-    assert_eq!(done.status, pb::RunStatus::Completed as i32, "{:?}", done.failure);
+    assert_eq!(
+        done.status,
+        pb::RunStatus::Completed as i32,
+        "{:?}",
+        done.failure
+    );
     assert_eq!(done.active_invocation_id, c);
     let chat = h.chat("chat-1").await;
     assert_eq!(chat.last().unwrap().content, "Answer from A.\n");
@@ -526,5 +692,81 @@ async fn a_handoff_chain_of_depth_two_ends_with_the_first_owners_commit() {
     assert_eq!(events_of(&journal, "agent_invocation_transferred").len(), 2);
     let accepted = payload(events_of(&journal, "agent_handoff_accepted")[1]);
     assert_eq!(accepted["depth"], 2);
+    h.plane.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_driven_run_follows_a_handoff_onto_the_targets_own_model() {
+    let mut h = harness().await;
+    let dir = h.dir.path().to_path_buf();
+    let closer = script(
+        &dir,
+        "closer",
+        json!([
+            {"tool_calls": [call("workspace_write_file", json!({"path": "output/main.md", "content": "Closed by the closer.\n"}))]},
+            {"tool_calls": [call("workspace_commit", json!({})), call("workspace_finish", json!({"summary": "done"}))]}
+        ]),
+    );
+    h.put_profile(json!({
+        "id": "closer",
+        "tools": {"allow": ["builtin:workspace.*"]},
+        "delegation": {"callable": true, "allowAsHandoffTarget": true},
+        "model": {"kind": "scripted", "script": closer}
+    }))
+    .await;
+    h.put_profile(lead("opener", &[])).await;
+    let model = spawn_model_server(vec![ScriptedReply::tool_calls(
+        1,
+        &[(
+            "agent_handoff",
+            json!({"agentId": "closer", "brief": "Write the answer and close the run."}),
+        )],
+    )])
+    .await
+    .unwrap();
+    let run = h
+        .runtime
+        .start_run(pb::StartRunRequest {
+            spec: Some(pb::RunSpec {
+                profile_id: "opener".into(),
+                model: Some(pb::ModelEndpoint {
+                    kind: pb::ModelEndpointKind::OpenaiCompatible as i32,
+                    base_url: model.base_url(),
+                    model: "scripted".into(),
+                    ..Default::default()
+                }),
+                initial_user_message: "Get this done.".into(),
+                chat: Some(pb::ChatBinding {
+                    chat_id: "chat-handoff".into(),
+                    message_id: None,
+                }),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .run
+        .unwrap()
+        .run_id;
+    let done = h.wait_terminal(&run).await;
+    assert_eq!(
+        done.status,
+        pb::RunStatus::Completed as i32,
+        "{:?}",
+        done.failure
+    );
+    // The opener's endpoint saw one request; the closer ran on its own scripted model.
+    assert_eq!(model.requests().len(), 1);
+    assert_eq!(
+        h.chat("chat-handoff").await.last().unwrap().content,
+        "Closed by the closer.\n"
+    );
+    let all = invocations(&mut h, &run).await;
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[0].state, pb::InvocationState::HandedOff as i32);
+    assert_eq!(all[1].exit_policy, pb::ExitPolicy::Handoff as i32);
+    assert_eq!(all[1].state, pb::InvocationState::Finished as i32);
+    assert_eq!(done.active_invocation_id, all[1].invocation_id);
     h.plane.shutdown().await;
 }
