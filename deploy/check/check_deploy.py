@@ -88,11 +88,6 @@ PEER_URLS = {
     "TOOLPLANE_CATALOG_MCP_PROXY_URL": "mcp-proxy",
 }
 
-# Variables of the deploy's contract that a service does not read yet because what they
-# configure is not built: the /metrics HTTP listener. The exemption lapses by itself as soon as
-# the service's source mentions "/metrics", so a listener built under another name fails here.
-PENDING_UNTIL_METRICS = {"runtime", "workspace", "mcp-proxy"}
-
 # Shared library sources whose variables every service reads (telemetry set-up, log filter).
 SHARED_SOURCES = (ROOT / "libs" / "toolplane-telemetry" / "src",)
 
@@ -782,7 +777,6 @@ def check_env_contract(
     literal in its sources or the shared telemetry library), and compose and Kubernetes set the
     same variables."""
     problems = []
-    pending = []
     per_service: dict[str, dict[str, set[str]]] = {}
     for file, compose in composes.items():
         for name, svc, service in compose_toolplane_services(compose):
@@ -793,14 +787,10 @@ def check_env_contract(
         service = SERVICES[name]
         text = sources.get(name, "")
         declared = set(re.findall(r'"([A-Z][A-Z0-9_]{2,})"', text + "\n" + shared))
-        metrics_pending = name in PENDING_UNTIL_METRICS and '"/metrics"' not in text
         variables = set().union(*where.values())
         unread = []
         for var in sorted(variables):
             if var in declared:
-                continue
-            if metrics_pending and var == service.prefix + "HTTP_LISTEN":
-                pending.append(var)
                 continue
             unread.append(var)
         if unread:
@@ -811,8 +801,7 @@ def check_env_contract(
         if "compose" in where and "kubernetes" in where and where["compose"] != where["kubernetes"]:
             diff = sorted(where["compose"] ^ where["kubernetes"])
             problems.append(f"{name}: compose and Kubernetes set different variables: {', '.join(diff)}")
-    note = f"{len(pending)} pending until the services serve /metrics: {', '.join(pending)}" if pending else ""
-    return problems, note
+    return problems, ""
 
 
 def check_observability(compose: dict, otel: dict, prometheus: dict, datasources: dict,

@@ -328,14 +328,9 @@ class Environment(Fixtures):
         problems, _ = cd.check_env_contract(self.composes, self.k8s, sources, "")
         self.assertFlags(problems, "toolplane-catalog does not read TOOLPLANE_CATALOG_LISTEN")
 
-    def test_pending_metrics_listener_lapses(self) -> None:
+    def test_every_service_reads_its_metrics_listener(self) -> None:
         sources = self.reads_everything()
-        sources["workspace"] = sources["workspace"].replace('"TOOLPLANE_WORKSPACE_HTTP_LISTEN"', "").replace('"/metrics"', "")
-        problems, note = cd.check_env_contract(self.composes, self.k8s, sources, "")
-        self.assertEqual(problems, [])
-        self.assertIn("TOOLPLANE_WORKSPACE_HTTP_LISTEN", note)
-        # Once the workspace serves /metrics, it must read the contract's variable.
-        sources["workspace"] += '\n"/metrics"'
+        sources["workspace"] = sources["workspace"].replace('"TOOLPLANE_WORKSPACE_HTTP_LISTEN"', "")
         problems, _ = cd.check_env_contract(self.composes, self.k8s, sources, "")
         self.assertFlags(problems, "TOOLPLANE_WORKSPACE_HTTP_LISTEN")
 

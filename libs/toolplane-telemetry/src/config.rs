@@ -31,6 +31,8 @@ pub struct TelemetryConfig {
     service_name: String,
     service_version: Option<String>,
     default_directive: String,
+    /// Variables read as if the environment set them (winning over it).
+    vars: Vec<(String, String)>,
 }
 
 impl TelemetryConfig {
@@ -41,7 +43,31 @@ impl TelemetryConfig {
             service_name: service_name.into(),
             service_version: None,
             default_directive: DEFAULT_DIRECTIVE.to_owned(),
+            vars: Vec::new(),
         }
+    }
+
+    /// Reads `name` as `value` whatever the environment says: an embedder (or a test) configures
+    /// export with the same variables an operator would set (`OTEL_EXPORTER_OTLP_ENDPOINT`, …)
+    /// without touching the process environment.
+    #[must_use]
+    pub fn with_var(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.vars.push((name.into(), value.into()));
+        self
+    }
+
+    /// What `name` reads as: a [`TelemetryConfig::with_var`] value, else `env`'s.
+    pub(crate) fn lookup(
+        &self,
+        name: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Option<String> {
+        self.vars
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+            .or_else(|| env(name))
     }
 
     /// Records `service.version` on every exported span, typically `env!("CARGO_PKG_VERSION")`.

@@ -32,6 +32,7 @@
 
 mod config;
 mod grpc;
+pub mod metrics;
 mod propagation;
 mod setup;
 #[cfg(any(test, feature = "testing"))]

@@ -50,7 +50,9 @@ const TRACER_NAME: &str = "toolplane";
 /// plain gRPC inside the deployment's network, or `OTEL_EXPORTER_OTLP_INSECURE=true` for a
 /// scheme-less endpoint).
 pub fn init(config: TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
-    let resolved = config::resolve(&config, |name| std::env::var(name).ok());
+    let resolved = config::resolve(&config, |name| {
+        config.lookup(name, |n| std::env::var(n).ok())
+    });
 
     let provider = match &resolved.export {
         Export::Otlp { endpoint, .. } => Some(otlp_provider(

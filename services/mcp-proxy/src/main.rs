@@ -27,6 +27,13 @@ struct Args {
     /// `<dir>/mcp-proxy/`.
     #[arg(long, env = "TOOLPLANE_MCP_PROXY_DATA_DIR")]
     data_dir: Option<PathBuf>,
+    /// HTTP address of `/metrics` and `/healthz`.
+    #[arg(
+        long,
+        env = "TOOLPLANE_MCP_PROXY_HTTP_LISTEN",
+        default_value = "127.0.0.1:7441"
+    )]
+    http_listen: std::net::SocketAddr,
 }
 
 #[tokio::main]
@@ -76,7 +83,12 @@ async fn run() -> Result<(), String> {
     if !addr.ip().is_loopback() {
         tracing::warn!(%addr, "serving on a non-loopback address: anyone who reaches it can start processes through stdio registrations");
     }
-    tracing::info!(%addr, "mcp-proxy serving");
+    let http = tokio::net::TcpListener::bind(args.http_listen)
+        .await
+        .map_err(|e| format!("mcp.serve_failed: cannot bind {}: {e}", args.http_listen))?;
+    let metrics = toolplane_telemetry::metrics::MetricsServer::start(http, proxy.metrics())
+        .map_err(|e| format!("mcp.serve_failed: metrics: {e}"))?;
+    tracing::info!(%addr, metrics = %metrics.addr(), "mcp-proxy serving");
     toolplane_mcp_proxy::serve(listener, proxy, shutdown_signal())
         .await
         .map_err(|e| e.to_string())?;

@@ -1011,6 +1011,38 @@ impl McpProxy {
         Ok((out, String::new()))
     }
 
+    /// The proxy's metrics: `toolplane_mcp_connections{state}`, read from the live connections at
+    /// every scrape.
+    pub fn metrics(&self) -> Arc<toolplane_telemetry::metrics::Registry> {
+        let registry = Arc::new(toolplane_telemetry::metrics::Registry::new());
+        let gauge = registry.gauge(
+            "toolplane_mcp_connections",
+            "MCP server connections by state.",
+            &["state"],
+        );
+        let inner = Arc::downgrade(&self.inner);
+        registry.before_render(move || {
+            let Some(inner) = inner.upgrade() else { return };
+            let mut counts = [0usize; 4];
+            for server in read(&inner.servers).values().flat_map(|c| c.values()) {
+                let i = match lock(&server.health).status {
+                    ConnStatus::Disconnected => 0,
+                    ConnStatus::Connecting => 1,
+                    ConnStatus::Connected => 2,
+                    ConnStatus::Failed => 3,
+                };
+                counts[i] += 1;
+            }
+            for (state, n) in ["disconnected", "connecting", "connected", "failed"]
+                .iter()
+                .zip(counts)
+            {
+                gauge.set(&[state], n as f64);
+            }
+        });
+        registry
+    }
+
     /// Closes every connection (stdio children stopped and reaped) and refuses new work.
     pub async fn shutdown(&self) {
         self.inner.shutdown.cancel();

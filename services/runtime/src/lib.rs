@@ -13,6 +13,7 @@ pub mod control;
 pub mod convert;
 pub mod error;
 pub mod journal;
+pub mod metrics;
 pub mod peers;
 pub mod pipeline;
 pub mod provider;
@@ -45,6 +46,7 @@ pub struct RuntimeServer {
     shutdown: Option<oneshot::Sender<()>>,
     join: JoinHandle<Result<(), tonic::transport::Error>>,
     reaper: JoinHandle<()>,
+    http: Option<toolplane_telemetry::metrics::MetricsServer>,
 }
 
 impl RuntimeServer {
@@ -55,6 +57,28 @@ impl RuntimeServer {
         }
         self.reaper.abort();
         let _ = (&mut self.join).await;
+        if let Some(http) = self.http.take() {
+            http.stop().await;
+        }
+    }
+
+    /// Where `/metrics` is served, once [`RuntimeServer::serve_metrics`] ran.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.http
+            .as_ref()
+            .map(toolplane_telemetry::metrics::MetricsServer::addr)
+    }
+
+    /// Serves `GET /metrics` (and `GET /healthz`) on `listener` until the runtime stops.
+    pub fn serve_metrics(&mut self, listener: TcpListener) -> Result<SocketAddr, RuntimeError> {
+        let server = toolplane_telemetry::metrics::MetricsServer::start(
+            listener,
+            Arc::clone(&self.runtime.metrics.registry),
+        )
+        .map_err(|e| RuntimeError::invalid(format!("metrics listener: {e}")))?;
+        let addr = server.addr();
+        self.http = Some(server);
+        Ok(addr)
     }
 
     /// Waits until the server stops on its own (a transport error).
@@ -131,5 +155,6 @@ pub async fn start_on(
         shutdown: Some(tx),
         join,
         reaper,
+        http: None,
     })
 }

@@ -26,6 +26,13 @@ struct Args {
     /// Directory of the runtime's own state.
     #[arg(long, env = "TOOLPLANE_RUNTIME_DATA_DIR")]
     data_dir: Option<PathBuf>,
+    /// HTTP address of `/metrics` and `/healthz`.
+    #[arg(
+        long,
+        env = "TOOLPLANE_RUNTIME_HTTP_LISTEN",
+        default_value = "127.0.0.1:7411"
+    )]
+    http_listen: SocketAddr,
 }
 
 fn load(args: &Args) -> Result<RuntimeConfig, String> {
@@ -75,14 +82,34 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    let server = match toolplane_runtime::start(cfg).await {
+    let http = match tokio::net::TcpListener::bind(args.http_listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!(
+                "toolplane-runtime: cannot listen on {}: {e}",
+                args.http_listen
+            );
+            return std::process::ExitCode::from(1);
+        }
+    };
+    let mut server = match toolplane_runtime::start(cfg).await {
         Ok(s) => s,
         Err(e) => {
             eprintln!("toolplane-runtime: {e}");
             return std::process::ExitCode::from(1);
         }
     };
-    println!("toolplane-runtime listening on {}", server.addr);
+    let metrics = match server.serve_metrics(http) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("toolplane-runtime: {e}");
+            return std::process::ExitCode::from(1);
+        }
+    };
+    println!(
+        "toolplane-runtime listening on {} (metrics on http://{metrics}/metrics)",
+        server.addr
+    );
     shutdown_signal().await;
     server.shutdown().await;
     drop(telemetry);

@@ -12,6 +12,8 @@
 
 use std::time::Instant;
 
+use tracing::Instrument;
+
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use toolplane_core::builtin;
@@ -170,8 +172,14 @@ pub async fn run_turn(
                 ),
                 ToolArguments::Object { value: args } => {
                     match inner.gate.check_and_reserve(&inner.turn, &call) {
-                        Err(e) if e.class() == ErrorClass::ProviderContract => return Err(e.into()),
-                        Err(e) => AgentToolResult::from_error(&call, &e),
+                        Err(e) if e.class() == ErrorClass::ProviderContract => {
+                            rt.metrics.gate_refusal(e.code.as_str());
+                            return Err(e.into());
+                        }
+                        Err(e) => {
+                            rt.metrics.gate_refusal(e.code.as_str());
+                            AgentToolResult::from_error(&call, &e)
+                        }
                         Ok(_) => match govern(rt, inv, inner, &binding, &call, args) {
                             Some(Err(fail)) => {
                                 stop = Some(fail.clone());
@@ -199,8 +207,12 @@ pub async fn run_turn(
                                             Event::new("tool_call_started", base.clone())
                                                 .inv(&inv.id),
                                         );
-                                        let d =
-                                            dispatch(rt, inv, inner, &binding, &call, args).await?;
+                                        let span = tool_span(inv, &binding, &call);
+                                        let executed = Instant::now();
+                                        let d = dispatch(rt, inv, inner, &binding, &call, args)
+                                            .instrument(span.clone())
+                                            .await?;
+                                        record_call(rt, &span, &call, &d, executed);
                                         outcome = d.outcome;
                                         raw = d.raw;
                                         effect = d.effect;
@@ -341,6 +353,51 @@ pub async fn run_turn(
         auto_publish(rt, inv, inner, last_mutation).await?;
     }
     Ok(out)
+}
+
+/// The call's span, after the OpenTelemetry GenAI conventions: `execute_tool {tool}` with the tool's
+/// name and call id, and the run, invocation and cell it belongs to. Arguments and results stay
+/// out of spans.
+fn tool_span(inv: &Invocation, binding: &ToolBinding, call: &ToolInvocation) -> tracing::Span {
+    tracing::info_span!(
+        "execute_tool",
+        otel.name = %format!("execute_tool {}", call.tool_id),
+        otel.kind = "internal",
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = %call.tool_id,
+        gen_ai.tool.call.id = %call.call_id,
+        gen_ai.tool.type = %call.tool_id.provider().kind(),
+        toolplane.tool.alias = %binding.alias,
+        run.id = %inv.run.id,
+        invocation.id = %inv.id,
+        cell.id = %inv.run.cell,
+        toolplane.outcome = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    )
+}
+
+/// Metrics and span fields of an executed call.
+fn record_call(
+    rt: &Runtime,
+    span: &tracing::Span,
+    call: &ToolInvocation,
+    d: &Dispatched,
+    started: Instant,
+) {
+    let tool = call.tool_id.to_string();
+    let code = d.result.error_code.as_deref();
+    rt.metrics.tool_call(
+        &tool,
+        call.tool_id.provider().kind(),
+        code,
+        started.elapsed().as_secs_f64(),
+    );
+    span.record("toolplane.outcome", d.outcome.as_str());
+    if let Some(code) = code {
+        span.record("error.type", code);
+        span.record("otel.status_code", "ERROR");
+    }
 }
 
 fn args_value(a: &ToolArguments) -> Value {

@@ -12,6 +12,7 @@ use toolplane_core::error::{self as codes, ErrorClass};
 use toolplane_core::snapshot::ExitPolicy;
 use toolplane_core::turn::{ToolChoice, ToolTurnContract};
 use toolplane_proto::v1 as pb;
+use tracing::Instrument;
 
 use crate::agents::Stop;
 use crate::error::RuntimeError;
@@ -390,10 +391,38 @@ async fn call_with_retries(
         run.journal
             .append(&rt.peers, run.epoch(), Vec::new(), events)
             .await?;
+        let provider = provider_label(client);
+        let span = tracing::info_span!(
+            "chat",
+            otel.name = %format!("chat {}", client.endpoint().model),
+            otel.kind = "client",
+            gen_ai.operation.name = "chat",
+            gen_ai.provider.name = provider,
+            gen_ai.request.model = %client.endpoint().model,
+            run.id = %run.id,
+            invocation.id = %inv.id,
+            cell.id = %run.cell,
+            toolplane.round = round,
+            toolplane.attempt = attempt,
+            error.type = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        let started = std::time::Instant::now();
         let result = tokio::select! {
-            r = client.call(system, history, tools, round) => r,
+            r = client.call(system, history, tools, round).instrument(span.clone()) => r,
             () = stop.wait() => return Ok(Err(Failure { code: codes::RUNTIME_CANCELLED.as_str().into(), message: "cancelled during a model call".into(), retryable: true })),
         };
+        rt.metrics
+            .model_call(provider, result.is_ok(), started.elapsed().as_secs_f64());
+        if let Err(e) = &result {
+            span.record(
+                "error.type",
+                e.status
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "transport".into()),
+            );
+            span.record("otel.status_code", "ERROR");
+        }
         match result {
             Ok(body) => return Ok(Ok(body)),
             Err(e) => {
@@ -407,6 +436,7 @@ async fn call_with_retries(
                         retryable: true,
                     }));
                 }
+                rt.metrics.model_retry(provider);
                 run.journal
                     .append(&rt.peers, run.epoch(), Vec::new(), vec![Event::new("model_call_retry_scheduled", json!({"invocationId": inv.id, "round": round, "attempt": attempt + 1, "delayMs": backoff.as_millis() as u64})).inv(&inv.id)])
                     .await?;
@@ -420,6 +450,14 @@ async fn call_with_retries(
         message: "no attempt was made".into(),
         retryable: true,
     }))
+}
+
+/// The `provider` label of model-call metrics and spans.
+fn provider_label(client: &ModelClient) -> &'static str {
+    match client.endpoint().kind {
+        toolplane_core::profile::ModelKind::Scripted => "scripted",
+        _ => client.endpoint().format().as_str(),
+    }
 }
 
 /// The system prompt: the spec's, the profile's instructions, and how to end the run.

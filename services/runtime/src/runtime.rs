@@ -106,6 +106,7 @@ pub struct Runtime {
     invocations: Mutex<HashMap<String, Arc<Invocation>>>,
     /// Itself, for the background work it starts (delegated tasks).
     me: OnceLock<Weak<Runtime>>,
+    pub metrics: crate::metrics::RuntimeMetrics,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -153,6 +154,7 @@ impl Runtime {
             runs: Mutex::new(HashMap::new()),
             invocations: Mutex::new(HashMap::new()),
             me: OnceLock::new(),
+            metrics: crate::metrics::RuntimeMetrics::default(),
         });
         let _ = rt.me.set(Arc::downgrade(&rt));
         rt.recover().await;

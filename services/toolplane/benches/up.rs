@@ -102,7 +102,7 @@ async fn bare_tonic() -> Duration {
 
 /// The subject: `toolplane up` with every service healthy; returns the time and the process.
 async fn toolplane_up(dir: &std::path::Path) -> (Duration, Child) {
-    let ports: Vec<u16> = (0..5).map(|_| free_port().unwrap()).collect();
+    let ports: Vec<u16> = (0..8).map(|_| free_port().unwrap()).collect();
     let start = Instant::now();
     let child = Command::new(env!("CARGO_BIN_EXE_toolplane"))
         .current_dir(dir)
@@ -120,6 +120,9 @@ async fn toolplane_up(dir: &std::path::Path) -> (Duration, Child) {
             &ports[3].to_string(),
         ])
         .args(["--mcp-proxy-port", &ports[4].to_string()])
+        .args(["--runtime-http-port", &ports[5].to_string()])
+        .args(["--workspace-http-port", &ports[6].to_string()])
+        .args(["--mcp-proxy-http-port", &ports[7].to_string()])
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -146,6 +146,15 @@ pub struct UpArgs {
     pub workspace_port: u16,
     #[arg(long, env = "TOOLPLANE_MCP_PROXY_PORT", default_value_t = 7440)]
     pub mcp_proxy_port: u16,
+    /// Port of the runtime's `/metrics`.
+    #[arg(long, env = "TOOLPLANE_RUNTIME_HTTP_PORT", default_value_t = 7411)]
+    pub runtime_http_port: u16,
+    /// Port of the workspace service's `/metrics`.
+    #[arg(long, env = "TOOLPLANE_WORKSPACE_HTTP_PORT", default_value_t = 7431)]
+    pub workspace_http_port: u16,
+    /// Port of the mcp-proxy's `/metrics`.
+    #[arg(long, env = "TOOLPLANE_MCP_PROXY_HTTP_PORT", default_value_t = 7441)]
+    pub mcp_proxy_http_port: u16,
     /// Directory of profile JSON files loaded at start (default: ./profiles when it exists).
     #[arg(long, env = "TOOLPLANE_PROFILES_DIR")]
     pub profiles_dir: Option<PathBuf>,

@@ -23,6 +23,11 @@ pub struct PlaneConfig {
     pub catalog_http_port: u16,
     pub workspace_port: u16,
     pub mcp_proxy_port: u16,
+    /// HTTP ports of `/metrics` (and `/healthz`) of the runtime, the workspace and the mcp-proxy
+    /// (the catalog serves its own on `catalog_http_port`).
+    pub runtime_http_port: u16,
+    pub workspace_http_port: u16,
+    pub mcp_proxy_http_port: u16,
     /// Profile JSON files loaded into the catalog at start-up.
     pub profiles_dir: Option<PathBuf>,
     /// Runtime settings (hardline rules, timeouts); addresses are filled in by the plane.
@@ -30,8 +35,8 @@ pub struct PlaneConfig {
 }
 
 impl PlaneConfig {
-    /// The defaults of `toolplane up`: runtime 7410, catalog 7420 (HTTP 7421), workspace 7430,
-    /// mcp-proxy 7440, data under `./.toolplane`.
+    /// The defaults of `toolplane up`: runtime 7410 (HTTP 7411), catalog 7420 (HTTP 7421),
+    /// workspace 7430 (HTTP 7431), mcp-proxy 7440 (HTTP 7441), data under `./.toolplane`.
     pub fn new(data_dir: PathBuf) -> Self {
         PlaneConfig {
             data_dir,
@@ -41,6 +46,9 @@ impl PlaneConfig {
             catalog_http_port: 7421,
             workspace_port: 7430,
             mcp_proxy_port: 7440,
+            runtime_http_port: 7411,
+            workspace_http_port: 7431,
+            mcp_proxy_http_port: 7441,
             profiles_dir: None,
             runtime: toolplane_runtime::RuntimeConfig::default(),
         }
@@ -54,6 +62,9 @@ impl PlaneConfig {
             catalog_http_port: 0,
             workspace_port: 0,
             mcp_proxy_port: 0,
+            runtime_http_port: 0,
+            workspace_http_port: 0,
+            mcp_proxy_http_port: 0,
             ..PlaneConfig::new(data_dir)
         }
     }
@@ -106,6 +117,8 @@ pub struct Plane {
     mcp_proxy: Served,
     catalog: toolplane_catalog::RunningCatalog,
     runtime: toolplane_runtime::RuntimeServer,
+    workspace_metrics: toolplane_telemetry::metrics::MetricsServer,
+    mcp_proxy_metrics: toolplane_telemetry::metrics::MetricsServer,
 }
 
 async fn bind(service: &'static str, host: IpAddr, port: u16) -> Result<TcpListener, PlaneError> {
@@ -129,6 +142,9 @@ impl Plane {
         let catalog_listener = bind("catalog", cfg.host, cfg.catalog_port).await?;
         let catalog_http_listener = bind("catalog http", cfg.host, cfg.catalog_http_port).await?;
         let rt_listener = bind("runtime", cfg.host, cfg.runtime_port).await?;
+        let rt_http = bind("runtime http", cfg.host, cfg.runtime_http_port).await?;
+        let ws_http = bind("workspace http", cfg.host, cfg.workspace_http_port).await?;
+        let mcp_http = bind("mcp-proxy http", cfg.host, cfg.mcp_proxy_http_port).await?;
 
         let addr_of = |service: &'static str, l: &TcpListener| {
             l.local_addr().map_err(|e| start_err(service, e))
@@ -146,10 +162,16 @@ impl Plane {
             })
             .await
             .map_err(|e| start_err("workspace service", e))?;
-            let routes = toolplane_workspace::routes(Arc::new(ws))
+            let ws = Arc::new(ws);
+            let metrics = toolplane_telemetry::metrics::MetricsServer::start(
+                ws_http,
+                Arc::clone(&ws.metrics().registry),
+            )
+            .map_err(|e| start_err("workspace service", e))?;
+            let routes = toolplane_workspace::routes(ws)
                 .await
                 .map_err(|e| start_err("workspace service", e))?;
-            Ok::<_, PlaneError>(serve_routes(ws_listener, ws_addr, routes))
+            Ok::<_, PlaneError>((serve_routes(ws_listener, ws_addr, routes), metrics))
         });
 
         let mcp_dir = cfg.data_dir.join("mcp-proxy");
@@ -165,6 +187,9 @@ impl Plane {
             let proxy = toolplane_mcp_proxy::McpProxy::open(store, Default::default())
                 .await
                 .map_err(|e| start_err("mcp-proxy", e))?;
+            let metrics =
+                toolplane_telemetry::metrics::MetricsServer::start(mcp_http, proxy.metrics())
+                    .map_err(|e| start_err("mcp-proxy", e))?;
             let (tx, rx) = oneshot::channel::<()>();
             let task = tokio::spawn(async move {
                 if let Err(e) = toolplane_mcp_proxy::server::serve(mcp_listener, proxy, async {
@@ -175,11 +200,14 @@ impl Plane {
                     tracing::error!(error = %e, "mcp-proxy stopped");
                 }
             });
-            Ok::<_, PlaneError>(Served {
-                addr: mcp_addr,
-                stop: Some(tx),
-                task,
-            })
+            Ok::<_, PlaneError>((
+                Served {
+                    addr: mcp_addr,
+                    stop: Some(tx),
+                    task,
+                },
+                metrics,
+            ))
         });
 
         let catalog_config = toolplane_catalog::CatalogConfig {
@@ -206,9 +234,13 @@ impl Plane {
         r.mcp_proxy_url = format!("http://{mcp_addr}");
         r.data_dir = cfg.data_dir.join("runtime");
         let runtime = tokio::spawn(async move {
-            toolplane_runtime::start_on(r, rt_listener)
+            let mut server = toolplane_runtime::start_on(r, rt_listener)
                 .await
-                .map_err(|e| start_err("runtime", e))
+                .map_err(|e| start_err("runtime", e))?;
+            server
+                .serve_metrics(rt_http)
+                .map_err(|e| start_err("runtime", e))?;
+            Ok(server)
         });
 
         let (workspace, mcp_proxy, catalog, runtime) =
@@ -219,11 +251,18 @@ impl Plane {
         let runtime = joined("runtime", runtime);
         // Whatever started is stopped again when another part failed.
         match (workspace, mcp_proxy, catalog, runtime) {
-            (Ok(workspace), Ok(mcp_proxy), Ok(catalog), Ok(runtime)) => Ok(Plane {
+            (
+                Ok((workspace, workspace_metrics)),
+                Ok((mcp_proxy, mcp_proxy_metrics)),
+                Ok(catalog),
+                Ok(runtime),
+            ) => Ok(Plane {
                 workspace,
                 mcp_proxy,
                 catalog,
                 runtime,
+                workspace_metrics,
+                mcp_proxy_metrics,
             }),
             (workspace, mcp_proxy, catalog, runtime) => {
                 let mut first = None;
@@ -236,11 +275,17 @@ impl Plane {
                     Err(e) => first = first.or(Some(e)),
                 }
                 match mcp_proxy {
-                    Ok(m) => m.stop().await,
+                    Ok((m, metrics)) => {
+                        m.stop().await;
+                        metrics.stop().await;
+                    }
                     Err(e) => first = first.or(Some(e)),
                 }
                 match workspace {
-                    Ok(w) => w.stop().await,
+                    Ok((w, metrics)) => {
+                        w.stop().await;
+                        metrics.stop().await;
+                    }
                     Err(e) => first = first.or(Some(e)),
                 }
                 Err(first.unwrap_or_else(|| start_err("plane", "a service failed to start")))
@@ -264,6 +309,16 @@ impl Plane {
         format!("http://{}", self.mcp_proxy.addr)
     }
 
+    /// `http://<addr>` of the runtime's, the workspace's and the mcp-proxy's `/metrics` ports.
+    pub fn metrics_urls(&self) -> [String; 3] {
+        [
+            self.runtime.metrics_addr(),
+            Some(self.workspace_metrics.addr()),
+            Some(self.mcp_proxy_metrics.addr()),
+        ]
+        .map(|a| a.map(|a| format!("http://{a}")).unwrap_or_default())
+    }
+
     /// The runtime, for in-process inspection (tests).
     pub fn runtime(&self) -> &Arc<toolplane_runtime::Runtime> {
         &self.runtime.runtime
@@ -274,7 +329,9 @@ impl Plane {
         self.runtime.shutdown().await;
         let _ = self.catalog.shutdown().await;
         self.mcp_proxy.stop().await;
+        self.mcp_proxy_metrics.stop().await;
         self.workspace.stop().await;
+        self.workspace_metrics.stop().await;
     }
 }
 

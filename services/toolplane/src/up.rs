@@ -24,6 +24,9 @@ pub async fn up(args: UpArgs, out: Out) -> Result<u8, CliError> {
     cfg.catalog_http_port = args.catalog_http_port;
     cfg.workspace_port = args.workspace_port;
     cfg.mcp_proxy_port = args.mcp_proxy_port;
+    cfg.runtime_http_port = args.runtime_http_port;
+    cfg.workspace_http_port = args.workspace_http_port;
+    cfg.mcp_proxy_http_port = args.mcp_proxy_http_port;
     cfg.profiles_dir = match args.profiles_dir {
         Some(dir) if !dir.is_dir() => {
             return Err(CliError::InvalidInput(format!(
@@ -58,6 +61,7 @@ pub async fn up(args: UpArgs, out: Out) -> Result<u8, CliError> {
             "catalogHttp": plane.catalog_http_url(),
             "workspace": eps.workspace,
             "mcpProxy": eps.mcp_proxy,
+            "metrics": plane.metrics_urls().iter().map(|u| format!("{u}/metrics")).chain([format!("{}/metrics", plane.catalog_http_url())]).collect::<Vec<_>>(),
             "dataDir": args.data_dir,
         }))?;
     } else {
@@ -73,6 +77,11 @@ pub async fn up(args: UpArgs, out: Out) -> Result<u8, CliError> {
         ))?;
         line(&format!("  workspace   {}", eps.workspace))?;
         line(&format!("  mcp-proxy   {}", eps.mcp_proxy))?;
+        let [rt_metrics, ws_metrics, mcp_metrics] = plane.metrics_urls();
+        line(&format!(
+            "  metrics     {rt_metrics}/metrics {ws_metrics}/metrics {mcp_metrics}/metrics {}/metrics",
+            plane.catalog_http_url()
+        ))?;
         if !args.demo {
             line("Press Ctrl-C to stop.")?;
         }

@@ -25,6 +25,13 @@ pub struct Cli {
     /// Data directory (default ./data/workspace).
     #[arg(long, env = "TOOLPLANE_WORKSPACE_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
+    /// HTTP address of `/metrics` and `/healthz`.
+    #[arg(
+        long,
+        env = "TOOLPLANE_WORKSPACE_HTTP_LISTEN",
+        default_value = "127.0.0.1:7431"
+    )]
+    pub http_listen: SocketAddr,
 }
 
 /// The configuration file.

@@ -45,6 +45,51 @@ pub struct Workspace {
     chats: Chats,
     skills: Skills,
     limits: Limits,
+    metrics: WorkspaceMetrics,
+}
+
+/// The workspace service's metrics, served on its HTTP port's `/metrics`.
+#[derive(Debug, Clone)]
+pub struct WorkspaceMetrics {
+    pub registry: Arc<toolplane_telemetry::metrics::Registry>,
+    tool_calls: toolplane_telemetry::metrics::Counter,
+    tool_call_duration: toolplane_telemetry::metrics::Histogram,
+    journal_records: toolplane_telemetry::metrics::Counter,
+}
+
+impl Default for WorkspaceMetrics {
+    fn default() -> Self {
+        let registry = Arc::new(toolplane_telemetry::metrics::Registry::new());
+        WorkspaceMetrics {
+            tool_calls: registry.counter(
+                "toolplane_workspace_tool_calls_total",
+                "Workspace, chat, skill and world-info tool calls executed, by tool and outcome (`ok` or the error code).",
+                &["tool", "outcome"],
+            ),
+            tool_call_duration: registry.histogram(
+                "toolplane_workspace_tool_call_duration_seconds",
+                "Time the workspace service took to execute a tool call.",
+                &["tool"],
+            ),
+            journal_records: registry.counter(
+                "toolplane_workspace_journal_records_total",
+                "Journal records made durable.",
+                &[],
+            ),
+            registry,
+        }
+    }
+}
+
+impl WorkspaceMetrics {
+    pub fn tool_call(&self, tool: &str, error_code: Option<&str>, seconds: f64) {
+        self.tool_calls.inc(&[tool, error_code.unwrap_or("ok")]);
+        self.tool_call_duration.observe(&[tool], seconds);
+    }
+
+    pub fn journal_records(&self, n: usize) {
+        self.journal_records.add(&[], n as f64);
+    }
 }
 
 pub fn now_ms() -> i64 {
@@ -163,7 +208,12 @@ impl Workspace {
             tree,
             wal,
             limits,
+            metrics: WorkspaceMetrics::default(),
         })
+    }
+
+    pub fn metrics(&self) -> &WorkspaceMetrics {
+        &self.metrics
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {

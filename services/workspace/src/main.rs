@@ -49,6 +49,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?,
     );
     let routes = toolplane_workspace::routes(Arc::clone(&ws)).await?;
+    let metrics = toolplane_telemetry::metrics::MetricsServer::start(
+        TcpListener::bind(cli.http_listen).await?,
+        Arc::clone(&ws.metrics().registry),
+    )?;
+    tracing::info!(addr = %metrics.addr(), "metrics served at /metrics");
     let listener = TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, data_dir = %config.data_dir.display(), "workspace service listening");
@@ -61,6 +66,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .serve_with_incoming_shutdown(incoming, shutdown_signal())
         .await?;
     ws.shutdown();
+    metrics.stop().await;
     tracing::info!("workspace service stopped");
     Ok(())
 }

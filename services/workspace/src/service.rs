@@ -423,6 +423,11 @@ impl WorkspaceGrpc {
             .instrument(span)
             .await;
         let result = convert::tool_result(&invocation.call_id, &invocation.tool_id, outcome)?;
+        self.ws.metrics().tool_call(
+            tool.native(),
+            result.error_code.as_deref(),
+            started.elapsed().as_secs_f64(),
+        );
         Ok(pb::ExecuteResponse {
             result: Some(result),
             outcome: pb::ExecutionOutcome::Known as i32,
@@ -728,11 +733,13 @@ impl WorkspaceService for WorkspaceGrpc {
                 // The objects go into the log before the records that name them, in the same
                 // job: one group commit covers both, and an existing object fails the whole
                 // append before anything is written.
+                let appended = r.records.len();
                 let last_seq = self
                     .ws
                     .wal()
                     .append(&(cell, run_id), r.expected_seq, r.records, objects)
                     .await?;
+                self.ws.metrics().journal_records(appended);
                 Ok(pb::AppendJournalResponse { last_seq })
             }
             .await,

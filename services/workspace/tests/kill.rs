@@ -24,7 +24,13 @@ fn spawn(data: &std::path::Path) -> (Child, String) {
     let config = data.join("workspace.toml");
     std::fs::write(&config, "[limits]\njournal_segment_bytes = 32768\n").unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolplane-workspace"))
-        .args(["--listen", "127.0.0.1:0", "--config"])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+            "--config",
+        ])
         .arg(&config)
         .arg("--data-dir")
         .arg(data)

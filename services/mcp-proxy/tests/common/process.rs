@@ -32,6 +32,7 @@ impl ProxyProcess {
             }
         }
         cmd.env("RUST_LOG", "warn");
+        cmd.env("TOOLPLANE_MCP_PROXY_HTTP_LISTEN", "127.0.0.1:0");
         cmd.envs(env.iter().map(|(k, v)| (k, v)));
         let child = cmd.spawn().unwrap();
         let addr = env

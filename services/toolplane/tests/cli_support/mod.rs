@@ -51,6 +51,7 @@ pub struct Ports {
     pub catalog_http: u16,
     pub workspace: u16,
     pub mcp_proxy: u16,
+    pub metrics: [u16; 3],
 }
 
 impl Ports {
@@ -61,6 +62,11 @@ impl Ports {
             catalog_http: free_port().unwrap(),
             workspace: free_port().unwrap(),
             mcp_proxy: free_port().unwrap(),
+            metrics: [
+                free_port().unwrap(),
+                free_port().unwrap(),
+                free_port().unwrap(),
+            ],
         }
     }
 
@@ -72,6 +78,9 @@ impl Ports {
             ("--catalog-http-port", self.catalog_http),
             ("--workspace-port", self.workspace),
             ("--mcp-proxy-port", self.mcp_proxy),
+            ("--runtime-http-port", self.metrics[0]),
+            ("--workspace-http-port", self.metrics[1]),
+            ("--mcp-proxy-http-port", self.metrics[2]),
         ]
         .iter()
         .flat_map(|(flag, port)| [(*flag).to_owned(), port.to_string()])

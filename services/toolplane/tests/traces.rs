@@ -1,0 +1,200 @@
+//! One agent turn is one trace across the services, exported over OTLP to a collector
+//! (`fake-opentelemetry-collector`): the host's span → the runtime's `ExecuteToolCalls` → one
+//! `execute_tool {tool}` span per call (GenAI attributes, run, invocation, cell, outcome) → the
+//! workspace service's and the mcp-proxy's `ToolExecutor/Execute` spans and their own
+//! `execute_tool` spans, parent to child all the way, carried by W3C `traceparent` metadata over
+//! real sockets.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use common::*;
+use fake_opentelemetry_collector::{ExportedSpan, FakeCollectorServer};
+use serde_json::json;
+use toolplane_proto::v1 as pb;
+use toolplane_proto::v1::runtime_service_client::RuntimeServiceClient;
+use tracing::Instrument;
+
+/// An attribute's value: the collector keeps the `AnyValue` in its debug form.
+fn attr(span: &ExportedSpan, key: &str) -> Option<String> {
+    let raw = span.attributes.get(key)?;
+    if let Some(rest) = raw.split_once("StringValue(\"").map(|(_, r)| r) {
+        return rest
+            .rsplit_once("\")")
+            .map(|(v, _)| v.replace("\\\"", "\""));
+    }
+    raw.split_once("IntValue(")
+        .and_then(|(_, r)| r.split_once(')'))
+        .map(|(v, _)| v.to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_turn_is_one_trace_across_runtime_workspace_and_mcp_proxy() {
+    let mut collector = FakeCollectorServer::start().await.unwrap();
+    let telemetry = toolplane_telemetry::init(
+        toolplane_telemetry::TelemetryConfig::new("toolplane")
+            .with_default_directive("warn")
+            .with_var("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint()),
+    )
+    .unwrap();
+    assert!(telemetry.is_exporting());
+
+    let mut h = harness().await;
+    let fixture = toolplane_testkit::mcp_fixture::fixture_binary().unwrap();
+    h.mcp
+        .upsert_server(pb::UpsertServerRequest {
+            display_name: "fixture".into(),
+            transport: Some(pb::McpTransport {
+                kind: Some(pb::mcp_transport::Kind::Stdio(pb::McpStdioTransport {
+                    command: fixture.to_string_lossy().into_owned(),
+                    ..Default::default()
+                })),
+            }),
+            default_permission: pb::McpToolPermission::Allow as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut catalog = toolplane_proto::v1::catalog_service_client::CatalogServiceClient::new(
+        channel(&h.plane.catalog_url()).await,
+    );
+    catalog
+        .refresh_sources(pb::RefreshSourcesRequest {
+            cell_id: String::new(),
+        })
+        .await
+        .unwrap();
+    h.put_profile(json!({"id": "traced", "tools": {"allow": ["builtin:workspace.read_file", "mcp:fixture/slow"]}}))
+        .await;
+    let run = h.create_run("traced", true).await;
+    let opened = h.open(&run, pb::ProviderFormat::OpenaiChat).await;
+
+    // The host's own span: its context rides on the request's metadata.
+    let mut traced = RuntimeServiceClient::with_interceptor(
+        channel(&h.plane.runtime_url()).await,
+        toolplane_telemetry::TraceContextInterceptor,
+    );
+    let host = tracing::info_span!("agent_host_turn", otel.name = "agent_host_turn");
+    let request = pb::ExecuteToolCallsRequest {
+        invocation_id: opened.invocation_id.clone(),
+        turn_id: opened.first_turn.unwrap().turn_id,
+        provider_format: pb::ProviderFormat::OpenaiChat as i32,
+        calls_json: openai_calls(&[
+            (
+                "r1",
+                "workspace_read_file",
+                json!({"path": "output/none.md"}),
+            ),
+            ("m1", "mcp__fixture__slow", json!({"ms": 1})),
+        ])
+        .to_string(),
+        ..Default::default()
+    };
+    let r = async { traced.execute_tool_calls(request).await }
+        .instrument(host)
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.results.len(), 2);
+    h.plane.shutdown().await;
+    telemetry.shutdown().unwrap();
+
+    let spans = collector.exported_spans(8, Duration::from_secs(10)).await;
+    let by_id: HashMap<&str, &ExportedSpan> =
+        spans.iter().map(|s| (s.span_id.as_str(), s)).collect();
+    let named =
+        |name: &str| -> Vec<&ExportedSpan> { spans.iter().filter(|s| s.name == name).collect() };
+    let one = |name: &str| -> &ExportedSpan {
+        let found = named(name);
+        assert_eq!(
+            found.len(),
+            1,
+            "{name}: {:#?}",
+            spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+        );
+        found[0]
+    };
+    let parent = |s: &ExportedSpan| by_id.get(s.parent_span_id.as_str()).copied();
+    let has_ancestor = |s: &ExportedSpan, ancestor: &ExportedSpan| {
+        let mut at = parent(s);
+        while let Some(p) = at {
+            if p.span_id == ancestor.span_id {
+                return true;
+            }
+            at = parent(p);
+        }
+        false
+    };
+
+    let root = one("agent_host_turn");
+    let server = one("toolplane.v1.RuntimeService/ExecuteToolCalls");
+    assert_eq!(server.parent_span_id, root.span_id);
+    assert_eq!(server.kind, "SPAN_KIND_SERVER");
+    let read = one("execute_tool builtin:workspace.read_file");
+    let mcp = spans
+        .iter()
+        .find(|s| {
+            s.name.starts_with("execute_tool mcp/")
+                && attr(s, "gen_ai.tool.call.id").as_deref() == Some("m1")
+                && attr(s, "gen_ai.operation.name").is_some()
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "the runtime's span of the MCP call: {:#?}",
+                spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+            )
+        });
+    for call in [read, mcp] {
+        assert_eq!(call.trace_id, root.trace_id);
+        assert!(has_ancestor(call, server));
+        assert_eq!(attr(call, "gen_ai.operation.name").unwrap(), "execute_tool");
+        assert_eq!(attr(call, "run.id").unwrap(), run);
+        assert_eq!(attr(call, "invocation.id").unwrap(), opened.invocation_id);
+        assert_eq!(attr(call, "cell.id").unwrap(), "default");
+        assert!(!call.attributes.contains_key("arguments"));
+    }
+    assert_eq!(
+        attr(read, "gen_ai.tool.name").unwrap(),
+        "builtin:workspace.read_file"
+    );
+    assert_eq!(attr(read, "gen_ai.tool.call.id").unwrap(), "r1");
+    assert_eq!(attr(read, "toolplane.outcome").unwrap(), "known");
+    assert!(
+        attr(read, "error.type").unwrap().starts_with("workspace."),
+        "{:?}",
+        read.attributes
+    );
+    assert_eq!(attr(mcp, "toolplane.outcome").unwrap(), "known");
+
+    // The workspace service's and the mcp-proxy's server spans hang under the runtime's call
+    // spans, and their own execute spans under those.
+    let executes = named("toolplane.v1.ToolExecutor/Execute");
+    assert_eq!(executes.len(), 2, "{executes:#?}");
+    let ws = executes
+        .iter()
+        .find(|s| has_ancestor(s, read))
+        .expect("workspace Execute under read_file");
+    let px = executes
+        .iter()
+        .find(|s| has_ancestor(s, mcp))
+        .expect("mcp-proxy Execute under the mcp call");
+    let ws_tool = one("execute_tool workspace.read_file");
+    assert!(has_ancestor(ws_tool, ws));
+    assert!(
+        spans.iter().any(|s| s.span_id != mcp.span_id
+            && s.trace_id == root.trace_id
+            && has_ancestor(s, px)),
+        "the mcp-proxy's own spans"
+    );
+    // One trace for the whole turn.
+    assert!(
+        spans
+            .iter()
+            .filter(|s| has_ancestor(s, root))
+            .all(|s| s.trace_id == root.trace_id)
+    );
+    let _ = &mut collector;
+}
