@@ -99,6 +99,7 @@ where
 fn builder(services: &[&'static str]) -> Builder<'static> {
     let mut b = Builder::configure()
         .register_encoded_file_descriptor_set(crate::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .with_service_name(HEALTH);
     for s in services {
         b = b.with_service_name(*s);

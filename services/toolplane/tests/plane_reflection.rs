@@ -58,8 +58,9 @@ async fn each_port_lists_its_own_services_and_describes_them() {
         expected.sort();
         assert_eq!(names, expected, "{url}");
 
-        // The descriptor of each listed service, with the files it imports, is served.
-        for service in own {
+        // The descriptor of each listed service, with the files it imports, is served — health's
+        // too, so a reflection client can call `Check` without the .proto.
+        for service in own.iter().copied().chain(["grpc.health.v1.Health"]) {
             let MessageResponse::FileDescriptorResponse(files) = ask(
                 &url,
                 MessageRequest::FileContainingSymbol(service.to_owned()),
