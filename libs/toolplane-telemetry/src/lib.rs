@@ -46,7 +46,7 @@ pub use grpc::{
     GrpcTraceFuture,
 };
 pub use propagation::{
-    TraceContextInterceptor, extract_context, extract_context_from_metadata, inject_context,
+    TraceContextInterceptor, current_trace_context, extract_context, extract_context_from_metadata, inject_context,
     inject_context_into_headers, install_propagator,
 };
 pub use setup::{TelemetryGuard, init};

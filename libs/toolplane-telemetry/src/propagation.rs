@@ -34,6 +34,21 @@ pub fn inject_context_into_headers(cx: &Context, headers: &mut HeaderMap) {
     });
 }
 
+/// The current span's W3C trace context as `(traceparent, tracestate)` strings, for protocols that
+/// carry it outside HTTP headers (MCP's `_meta`, SEP-414). `None` when there is no sampled
+/// OpenTelemetry span context.
+pub fn current_trace_context() -> Option<(String, Option<String>)> {
+    let mut headers = HeaderMap::new();
+    inject_context_into_headers(&tracing::Span::current().context(), &mut headers);
+    let parent = headers.get("traceparent")?.to_str().ok()?.to_owned();
+    let state = headers
+        .get("tracestate")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned);
+    Some((parent, state))
+}
+
 /// Reads the caller's trace context from incoming request headers. The result carries a remote
 /// span context when `traceparent` is present and valid, and is empty otherwise.
 pub fn extract_context(headers: &HeaderMap) -> Context {

@@ -346,6 +346,11 @@ impl FixtureServer {
             ),
             Tool::new("crash", "Exits the process.", object_schema(json!({}))),
             Tool::new(
+                "trace",
+                "Answers with the W3C traceparent the request carried in `_meta`, or `none`.",
+                object_schema(json!({})),
+            ),
+            Tool::new(
                 "huge",
                 "Returns `bytes` bytes of text.",
                 object_schema(json!({"bytes": {"type": "integer"}})),
@@ -516,6 +521,15 @@ impl ServerHandler for FixtureServer {
                 CallToolResult::success(vec![ContentBlock::text(format!("slept {ms} ms"))])
             }
             "crash" => std::process::exit(3),
+            "trace" => CallToolResult::success(vec![ContentBlock::text(
+                request
+                    .meta
+                    .as_ref()
+                    .and_then(|m| m.0.get_traceparent())
+                    .or_else(|| context.meta.0.get_traceparent())
+                    .unwrap_or("none")
+                    .to_owned(),
+            )]),
             "huge" => {
                 let bytes = usize::try_from(arg_u64(&request, "bytes")).unwrap_or(0);
                 CallToolResult::success(vec![ContentBlock::text("x".repeat(bytes))])

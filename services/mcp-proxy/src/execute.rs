@@ -289,7 +289,16 @@ impl McpProxy {
         }
 
         let began = Instant::now();
-        let params = CallToolRequestParams::new(native.to_owned()).with_arguments(arguments);
+        let mut params = CallToolRequestParams::new(native.to_owned()).with_arguments(arguments);
+        // The call's trace context travels in `_meta` (MCP SEP-414), on every transport.
+        if let Some((parent, state)) = toolplane_telemetry::current_trace_context() {
+            let mut meta = rmcp::model::RequestMetaObject::new();
+            meta.0.set_traceparent(parent);
+            if let Some(state) = state {
+                meta.0.set_tracestate(state);
+            }
+            params.meta = Some(meta);
+        }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let mut handle = match conn
             .peer

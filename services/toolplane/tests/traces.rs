@@ -67,7 +67,7 @@ async fn one_turn_is_one_trace_across_runtime_workspace_and_mcp_proxy() {
         })
         .await
         .unwrap();
-    h.put_profile(json!({"id": "traced", "tools": {"allow": ["builtin:workspace.read_file", "mcp:fixture/slow"]}}))
+    h.put_profile(json!({"id": "traced", "tools": {"allow": ["builtin:workspace.read_file", "mcp:fixture/slow", "mcp:fixture/trace"]}}))
         .await;
     let run = h.create_run("traced", true).await;
     let opened = h.open(&run, pb::ProviderFormat::OpenaiChat).await;
@@ -89,6 +89,7 @@ async fn one_turn_is_one_trace_across_runtime_workspace_and_mcp_proxy() {
                 json!({"path": "output/none.md"}),
             ),
             ("m1", "mcp__fixture__slow", json!({"ms": 1})),
+            ("t1", "mcp__fixture__trace", json!({})),
         ])
         .to_string(),
         ..Default::default()
@@ -98,11 +99,13 @@ async fn one_turn_is_one_trace_across_runtime_workspace_and_mcp_proxy() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(r.results.len(), 2);
+    assert_eq!(r.results.len(), 3);
+    // What the MCP server itself received in the request's `_meta` (SEP-414).
+    let received = r.results[2].content.trim().to_owned();
     h.plane.shutdown().await;
     telemetry.shutdown().unwrap();
 
-    let spans = collector.exported_spans(8, Duration::from_secs(10)).await;
+    let spans = collector.exported_spans(10, Duration::from_secs(10)).await;
     let by_id: HashMap<&str, &ExportedSpan> =
         spans.iter().map(|s| (s.span_id.as_str(), s)).collect();
     let named =
@@ -172,7 +175,7 @@ async fn one_turn_is_one_trace_across_runtime_workspace_and_mcp_proxy() {
     // The workspace service's and the mcp-proxy's server spans hang under the runtime's call
     // spans, and their own execute spans under those.
     let executes = named("toolplane.v1.ToolExecutor/Execute");
-    assert_eq!(executes.len(), 2, "{executes:#?}");
+    assert_eq!(executes.len(), 3, "{executes:#?}");
     let ws = executes
         .iter()
         .find(|s| has_ancestor(s, read))
@@ -189,6 +192,17 @@ async fn one_turn_is_one_trace_across_runtime_workspace_and_mcp_proxy() {
             && has_ancestor(s, px)),
         "the mcp-proxy's own spans"
     );
+    // The MCP server got the trace too: same trace id, parent a span of the mcp-proxy's that
+    // hangs under the runtime's `execute_tool` of that call.
+    let parts: Vec<&str> = received.split('-').collect();
+    assert_eq!(parts.len(), 4, "traceparent {received}");
+    assert_eq!(parts[1], root.trace_id, "traceparent {received}");
+    let traced_call = spans
+        .iter()
+        .find(|s| s.name.starts_with("execute_tool mcp/") && attr(s, "gen_ai.tool.call.id").as_deref() == Some("t1") && attr(s, "gen_ai.operation.name").is_some())
+        .expect("the runtime's span of the trace call");
+    let sender = by_id.get(parts[2]).expect("the span that sent the MCP request was exported");
+    assert!(has_ancestor(sender, traced_call), "{sender:#?}");
     // One trace for the whole turn.
     assert!(
         spans
