@@ -291,14 +291,14 @@ async fn ten_thousand_tools_are_capped_then_cached_and_paged() {
     });
     let up = h.upsert(req).await;
     let server = up.server.unwrap();
-    assert_eq!(server.cached_tool_count, 10_010, "{:?}", up.warnings);
+    assert_eq!(server.cached_tool_count, 10_011, "{:?}", up.warnings);
     let tools = h.tools(false).await;
-    assert_eq!(tools.len(), 10_010);
+    assert_eq!(tools.len(), 10_011);
     let names: std::collections::HashSet<_> = tools
         .iter()
         .map(|t| t.status.as_ref().unwrap().native_name.clone())
         .collect();
-    assert_eq!(names.len(), 10_010, "pages neither repeat nor skip");
+    assert_eq!(names.len(), 10_011, "pages neither repeat nor skip");
     let r = h.call(&tool_id(&server, "tool_09999"), "{}").await;
     assert_eq!(result(&r).content, "called tool_09999");
     h.stop().await;
