@@ -68,8 +68,13 @@ pub fn init(config: TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
         .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
         .with_filter(resolved.log_filter);
     let otel_layer = provider.as_ref().map(|provider| {
+        // Source locations, thread names and busy/idle times are not worth their cost on every
+        // span of the hot path: spans carry what the conventions ask for and nothing else.
         tracing_opentelemetry::layer()
             .with_tracer(provider.tracer(TRACER_NAME))
+            .with_location(false)
+            .with_threads(false)
+            .with_tracked_inactivity(false)
             .with_filter(exported_spans())
     });
     tracing_subscriber::registry()
