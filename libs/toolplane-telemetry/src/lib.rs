@@ -33,6 +33,7 @@
 mod config;
 mod grpc;
 pub mod metrics;
+mod otlp_metrics;
 mod propagation;
 mod setup;
 #[cfg(any(test, feature = "testing"))]
@@ -46,8 +47,8 @@ pub use grpc::{
     GrpcTraceFuture,
 };
 pub use propagation::{
-    TraceContextInterceptor, current_trace_context, extract_context, extract_context_from_metadata, inject_context,
-    inject_context_into_headers, install_propagator,
+    TraceContextInterceptor, current_trace_context, extract_context, extract_context_from_metadata,
+    inject_context, inject_context_into_headers, install_propagator,
 };
 pub use setup::{TelemetryGuard, init};
 

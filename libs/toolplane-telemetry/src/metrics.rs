@@ -21,7 +21,7 @@ pub const BUCKETS: [f64; 16] = [
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Counter,
     Gauge,
     Histogram,
@@ -38,7 +38,7 @@ impl Kind {
 }
 
 #[derive(Debug, Clone)]
-enum Series {
+pub(crate) enum Series {
     Value(f64),
     Histogram {
         buckets: [u64; BUCKETS.len()],
@@ -142,6 +142,37 @@ impl Histogram {
 
 type Hook = Box<dyn Fn() + Send + Sync>;
 
+/// A family as the OTLP exporter reads it.
+pub(crate) struct FamilySnapshot {
+    pub name: &'static str,
+    pub help: &'static str,
+    pub kind: Kind,
+    pub labels: &'static [&'static str],
+    pub series: Vec<(Vec<String>, Series)>,
+}
+
+/// Registries pushed over OTLP when metric export is configured, each as its service.
+static EXPORTED: Mutex<Vec<(String, std::sync::Weak<Registry>)>> = Mutex::new(Vec::new());
+
+/// Pushes `registry` over OTLP as the metrics of `service` (the `service.name` resource
+/// attribute) whenever the process exports metrics (`crate::init` with an OTLP endpoint).
+/// Registries that are dropped stop being exported.
+pub fn export(registry: &Arc<Registry>, service: &str) {
+    let mut exported = EXPORTED.lock().unwrap_or_else(PoisonError::into_inner);
+    exported.retain(|(_, r)| r.strong_count() > 0);
+    exported.push((service.to_owned(), Arc::downgrade(registry)));
+}
+
+/// The live exported registries.
+pub(crate) fn exported() -> Vec<(String, Arc<Registry>)> {
+    let mut exported = EXPORTED.lock().unwrap_or_else(PoisonError::into_inner);
+    exported.retain(|(_, r)| r.strong_count() > 0);
+    exported
+        .iter()
+        .filter_map(|(s, r)| r.upgrade().map(|r| (s.clone(), r)))
+        .collect()
+}
+
 /// One service's metrics.
 #[derive(Default)]
 pub struct Registry {
@@ -217,8 +248,33 @@ impl Registry {
         Histogram(self.family(name, help, Kind::Histogram, labels))
     }
 
-    /// Every family in the Prometheus text format, in registration order.
-    pub fn render(&self) -> String {
+    /// Every family with its series (after the render hooks ran), for the OTLP exporter.
+    pub(crate) fn snapshot(&self) -> Vec<FamilySnapshot> {
+        self.run_hooks();
+        let families: Vec<Arc<Family>> = self
+            .families
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        families
+            .iter()
+            .map(|f| FamilySnapshot {
+                name: f.name,
+                help: f.help,
+                kind: f.kind,
+                labels: f.labels,
+                series: f
+                    .series
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            })
+            .collect()
+    }
+
+    fn run_hooks(&self) {
         for hook in self
             .hooks
             .lock()
@@ -227,6 +283,11 @@ impl Registry {
         {
             hook();
         }
+    }
+
+    /// Every family in the Prometheus text format, in registration order.
+    pub fn render(&self) -> String {
+        self.run_hooks();
         let families: Vec<Arc<Family>> = self
             .families
             .lock()

@@ -8,6 +8,7 @@
 //! warning, and an unreachable collector only loses spans.
 
 use std::io::IsTerminal;
+use std::time::Duration;
 
 use opentelemetry::KeyValue;
 use opentelemetry::trace::TracerProvider as _;
@@ -16,6 +17,8 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::level_filters::LevelFilter;
 use tracing_subscriber::Layer;
+
+use crate::otlp_metrics::MetricsPusher;
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -118,7 +121,45 @@ pub fn init(config: TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
         ),
     }
 
-    Ok(TelemetryGuard { provider })
+    let env = |name: &str| {
+        config
+            .lookup(name, |n| std::env::var(n).ok())
+            .filter(|v| !v.trim().is_empty())
+    };
+    let disabled = env("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    let metrics_endpoint = env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+        .or_else(|| env("OTEL_EXPORTER_OTLP_ENDPOINT"))
+        .filter(|_| !disabled);
+    let metrics = match metrics_endpoint {
+        Some(endpoint) if tokio::runtime::Handle::try_current().is_ok() => {
+            let interval = env("OTEL_METRIC_EXPORT_INTERVAL")
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .filter(|ms| *ms > 0)
+                .map_or(Duration::from_secs(60), Duration::from_millis);
+            let pusher =
+                MetricsPusher::start(&endpoint, interval, resolved.service_version.clone());
+            if pusher.is_none() {
+                tracing::warn!(
+                    endpoint = endpoint.as_str(),
+                    "the otlp metrics endpoint is not a valid uri; metrics are not pushed"
+                );
+            }
+            pusher
+        }
+        _ => None,
+    };
+
+    Ok(TelemetryGuard { provider, metrics })
+}
+
+/// Waits for `fut` from synchronous code inside a multi-thread runtime (a guard's shutdown); on
+/// any other thread it does not wait.
+pub(crate) fn block_on_current(fut: impl std::future::Future<Output = ()>) {
+    if let Ok(handle) = tokio::runtime::Handle::try_current()
+        && handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+    {
+        tokio::task::block_in_place(|| handle.block_on(fut));
+    }
 }
 
 /// Spans that leave the process: `info` and above, whatever `RUST_LOG` says, minus the HTTP/2
@@ -173,6 +214,7 @@ fn otlp_provider(
 #[must_use = "dropping the guard stops trace export"]
 pub struct TelemetryGuard {
     provider: Option<SdkTracerProvider>,
+    metrics: Option<MetricsPusher>,
 }
 
 impl TelemetryGuard {
@@ -190,6 +232,9 @@ impl TelemetryGuard {
     }
 
     fn shutdown_provider(&mut self) -> Result<(), TelemetryError> {
+        if let Some(metrics) = self.metrics.take() {
+            metrics.stop(Duration::from_secs(5));
+        }
         let Some(provider) = self.provider.take() else {
             return Ok(());
         };
@@ -222,7 +267,10 @@ mod tests {
 
     #[test]
     fn a_guard_without_export_shuts_down_quietly() {
-        let guard = TelemetryGuard { provider: None };
+        let guard = TelemetryGuard {
+            provider: None,
+            metrics: None,
+        };
         assert!(!guard.is_exporting());
         guard.shutdown().unwrap();
     }
@@ -242,6 +290,7 @@ mod tests {
         opentelemetry::trace::Tracer::in_span(&tracer, "queued_before_shutdown", |_| {});
         let guard = TelemetryGuard {
             provider: Some(provider),
+            metrics: None,
         };
         assert!(guard.is_exporting());
         // The batch processor waits up to 5 s before its first export; only the flush on

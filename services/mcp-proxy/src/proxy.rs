@@ -1015,6 +1015,7 @@ impl McpProxy {
     /// every scrape.
     pub fn metrics(&self) -> Arc<toolplane_telemetry::metrics::Registry> {
         let registry = Arc::new(toolplane_telemetry::metrics::Registry::new());
+        toolplane_telemetry::metrics::export(&registry, "toolplane-mcp-proxy");
         let gauge = registry.gauge(
             "toolplane_mcp_connections",
             "MCP server connections by state.",

@@ -20,6 +20,7 @@ pub struct RuntimeMetrics {
 impl Default for RuntimeMetrics {
     fn default() -> Self {
         let registry = Arc::new(Registry::new());
+        toolplane_telemetry::metrics::export(&registry, "toolplane-runtime");
         RuntimeMetrics {
             tool_calls: registry.counter(
                 "toolplane_tool_calls_total",

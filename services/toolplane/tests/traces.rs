@@ -37,7 +37,8 @@ async fn one_turn_is_one_trace_across_runtime_workspace_and_mcp_proxy() {
     let telemetry = toolplane_telemetry::init(
         toolplane_telemetry::TelemetryConfig::new("toolplane")
             .with_default_directive("warn")
-            .with_var("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint()),
+            .with_var("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint())
+            .with_var("OTEL_METRIC_EXPORT_INTERVAL", "3600000"),
     )
     .unwrap();
     assert!(telemetry.is_exporting());
@@ -102,8 +103,30 @@ async fn one_turn_is_one_trace_across_runtime_workspace_and_mcp_proxy() {
     assert_eq!(r.results.len(), 3);
     // What the MCP server itself received in the request's `_meta` (SEP-414).
     let received = r.results[2].content.trim().to_owned();
-    h.plane.shutdown().await;
+    // Export stops (flushing spans, pushing metrics a last time) while the plane still runs.
     telemetry.shutdown().unwrap();
+    h.plane.shutdown().await;
+
+    // The metrics went out over OTLP too (the last push happens at shutdown), each service as
+    // its own resource.
+    let metrics = collector.exported_metrics(3, Duration::from_secs(10)).await;
+    let families: Vec<Vec<&str>> = metrics
+        .iter()
+        .map(|m| m.metrics.iter().map(|f| f.name.as_str()).collect())
+        .collect();
+    for expected in [
+        "toolplane_tool_calls_total",
+        "toolplane_workspace_journal_records_total",
+        "toolplane_mcp_connections",
+    ] {
+        assert_eq!(
+            families.iter().filter(|f| f.contains(&expected)).count(),
+            1,
+            "{expected} in exactly one service's metrics: {families:?}"
+        );
+    }
+    let dump = format!("{metrics:?}");
+    assert!(dump.contains("builtin:workspace.read_file"), "{dump:.2000}");
 
     let spans = collector.exported_spans(10, Duration::from_secs(10)).await;
     let by_id: HashMap<&str, &ExportedSpan> =
@@ -199,9 +222,15 @@ async fn one_turn_is_one_trace_across_runtime_workspace_and_mcp_proxy() {
     assert_eq!(parts[1], root.trace_id, "traceparent {received}");
     let traced_call = spans
         .iter()
-        .find(|s| s.name.starts_with("execute_tool mcp/") && attr(s, "gen_ai.tool.call.id").as_deref() == Some("t1") && attr(s, "gen_ai.operation.name").is_some())
+        .find(|s| {
+            s.name.starts_with("execute_tool mcp/")
+                && attr(s, "gen_ai.tool.call.id").as_deref() == Some("t1")
+                && attr(s, "gen_ai.operation.name").is_some()
+        })
         .expect("the runtime's span of the trace call");
-    let sender = by_id.get(parts[2]).expect("the span that sent the MCP request was exported");
+    let sender = by_id
+        .get(parts[2])
+        .expect("the span that sent the MCP request was exported");
     assert!(has_ancestor(sender, traced_call), "{sender:#?}");
     // One trace for the whole turn.
     assert!(

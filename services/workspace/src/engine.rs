@@ -60,6 +60,7 @@ pub struct WorkspaceMetrics {
 impl Default for WorkspaceMetrics {
     fn default() -> Self {
         let registry = Arc::new(toolplane_telemetry::metrics::Registry::new());
+        toolplane_telemetry::metrics::export(&registry, "toolplane-workspace");
         WorkspaceMetrics {
             tool_calls: registry.counter(
                 "toolplane_workspace_tool_calls_total",
