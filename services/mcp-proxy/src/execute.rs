@@ -164,6 +164,20 @@ impl McpProxy {
         };
         let mut out = self.execute_inner(call, &cancel, &mut tracer).await?;
         out.elapsed = tracer.start.elapsed();
+        let server = ToolId::parse(&call.tool_id)
+            .ok()
+            .and_then(|id| match id.provider() {
+                Provider::Mcp(s) => Some(s.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let metrics = &self.inner.metrics;
+        metrics
+            .calls
+            .inc(&[&server, out.error_code.unwrap_or("ok")]);
+        metrics
+            .duration
+            .observe(&[&server], out.elapsed.as_secs_f64());
         out.trace = tracer.steps;
         Ok(out)
     }

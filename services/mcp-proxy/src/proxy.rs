@@ -204,12 +204,43 @@ pub struct RefreshOutcome {
     pub warnings: Vec<Note>,
 }
 
+/// The proxy's metric families.
+#[derive(Debug)]
+pub(crate) struct ProxyMetrics {
+    pub registry: Arc<toolplane_telemetry::metrics::Registry>,
+    pub calls: toolplane_telemetry::metrics::Counter,
+    pub duration: toolplane_telemetry::metrics::Histogram,
+    hooked: std::sync::atomic::AtomicBool,
+}
+
+impl Default for ProxyMetrics {
+    fn default() -> Self {
+        let registry = Arc::new(toolplane_telemetry::metrics::Registry::new());
+        toolplane_telemetry::metrics::export(&registry, "toolplane-mcp-proxy");
+        ProxyMetrics {
+            calls: registry.counter(
+                "toolplane_mcp_calls_total",
+                "MCP tool calls by server and outcome (`ok`, or the error code).",
+                &["server", "outcome"],
+            ),
+            duration: registry.histogram(
+                "toolplane_mcp_call_duration_seconds",
+                "Time the mcp-proxy took for a call, from its first recheck to the server's answer.",
+                &["server"],
+            ),
+            hooked: std::sync::atomic::AtomicBool::new(false),
+            registry,
+        }
+    }
+}
+
 /// Registrations by cell, then by server id: nested so that a call looks its server up with the
 /// `&str`s it already has, without building a key.
 type Servers = HashMap<String, HashMap<String, Arc<Server>>>;
 
 pub(crate) struct Inner {
     persist: Persist,
+    pub(crate) metrics: ProxyMetrics,
     pub settings: ProxySettings,
     servers: RwLock<Servers>,
     admin: tokio::sync::Mutex<()>,
@@ -250,6 +281,7 @@ impl McpProxy {
         }
         let inner = Arc::new(Inner {
             persist,
+            metrics: ProxyMetrics::default(),
             settings,
             servers: RwLock::new(HashMap::new()),
             admin: tokio::sync::Mutex::new(()),
@@ -1011,36 +1043,42 @@ impl McpProxy {
         Ok((out, String::new()))
     }
 
-    /// The proxy's metrics: `toolplane_mcp_connections{state}`, read from the live connections at
-    /// every scrape.
+    /// The proxy's metrics: MCP calls by server and outcome with their latency, and
+    /// `toolplane_mcp_connections{state}` read from the live connections at every scrape.
     pub fn metrics(&self) -> Arc<toolplane_telemetry::metrics::Registry> {
-        let registry = Arc::new(toolplane_telemetry::metrics::Registry::new());
-        toolplane_telemetry::metrics::export(&registry, "toolplane-mcp-proxy");
+        let registry = Arc::clone(&self.inner.metrics.registry);
         let gauge = registry.gauge(
             "toolplane_mcp_connections",
             "MCP server connections by state.",
             &["state"],
         );
         let inner = Arc::downgrade(&self.inner);
-        registry.before_render(move || {
-            let Some(inner) = inner.upgrade() else { return };
-            let mut counts = [0usize; 4];
-            for server in read(&inner.servers).values().flat_map(|c| c.values()) {
-                let i = match lock(&server.health).status {
-                    ConnStatus::Disconnected => 0,
-                    ConnStatus::Connecting => 1,
-                    ConnStatus::Connected => 2,
-                    ConnStatus::Failed => 3,
-                };
-                counts[i] += 1;
-            }
-            for (state, n) in ["disconnected", "connecting", "connected", "failed"]
-                .iter()
-                .zip(counts)
-            {
-                gauge.set(&[state], n as f64);
-            }
-        });
+        if !self
+            .inner
+            .metrics
+            .hooked
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            registry.before_render(move || {
+                let Some(inner) = inner.upgrade() else { return };
+                let mut counts = [0usize; 4];
+                for server in read(&inner.servers).values().flat_map(|c| c.values()) {
+                    let i = match lock(&server.health).status {
+                        ConnStatus::Disconnected => 0,
+                        ConnStatus::Connecting => 1,
+                        ConnStatus::Connected => 2,
+                        ConnStatus::Failed => 3,
+                    };
+                    counts[i] += 1;
+                }
+                for (state, n) in ["disconnected", "connecting", "connected", "failed"]
+                    .iter()
+                    .zip(counts)
+                {
+                    gauge.set(&[state], n as f64);
+                }
+            });
+        }
         registry
     }
 

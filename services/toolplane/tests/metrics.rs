@@ -42,9 +42,37 @@ fn value(body: &str, series: &str) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_service_counts_what_it_did() {
     let mut h = harness().await;
+    let fixture = toolplane_testkit::mcp_fixture::fixture_binary().unwrap();
+    let server = h
+        .mcp
+        .upsert_server(pb::UpsertServerRequest {
+            display_name: "fixture".into(),
+            transport: Some(pb::McpTransport {
+                kind: Some(pb::mcp_transport::Kind::Stdio(pb::McpStdioTransport {
+                    command: fixture.to_string_lossy().into_owned(),
+                    ..Default::default()
+                })),
+            }),
+            default_permission: pb::McpToolPermission::Allow as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .server
+        .unwrap()
+        .server_id;
+    toolplane_proto::v1::catalog_service_client::CatalogServiceClient::new(
+        channel(&h.plane.catalog_url()).await,
+    )
+    .refresh_sources(pb::RefreshSourcesRequest {
+        cell_id: String::new(),
+    })
+    .await
+    .unwrap();
     h.put_profile(json!({
         "id": "counted",
-        "tools": {"allow": ["builtin:workspace.*", "builtin:dice.roll"], "maxCallsPerInvocation": 4}
+        "tools": {"allow": ["builtin:workspace.*", "builtin:dice.roll", "mcp:fixture/echo", "mcp:fixture/fail"], "maxCallsPerInvocation": 6}
     }))
     .await;
     let run = h.create_run("counted", true).await;
@@ -69,7 +97,9 @@ async fn each_service_counts_what_it_did() {
                     "workspace_write_file",
                     json!({"path": "output/a.md", "content": "a\n"}),
                 ),
-                ("c5", "dice_roll", json!({"notation": "d4"})),
+                ("c5", "mcp__fixture__echo", json!({"text": "hi"})),
+                ("c6", "mcp__fixture__fail", json!({})),
+                ("c7", "dice_roll", json!({"notation": "d4"})),
             ]),
         )
         .await
@@ -77,8 +107,9 @@ async fn each_service_counts_what_it_did() {
     let codes: Vec<Option<&str>> = r.results.iter().map(|x| x.error_code.as_deref()).collect();
     assert_eq!(codes[..2], [None, None]);
     let missing = codes[2].unwrap().to_owned();
-    assert_eq!(codes[3], None);
-    assert_eq!(codes[4], Some("agent.tool_budget_exhausted"));
+    assert_eq!(codes[3..5], [None, None]);
+    assert_eq!(codes[5], Some("mcp.tool_error"));
+    assert_eq!(codes[6], Some("agent.tool_budget_exhausted"));
 
     let [runtime, workspace, mcp] = h.plane.metrics_urls();
     let (content_type, body) = scrape(&runtime).await;
@@ -135,16 +166,36 @@ async fn each_service_counts_what_it_did() {
         journalled
     );
 
-    // No MCP server is registered: every state is there, at zero.
+    // One server, connected; every state is listed.
     let (_, body) = scrape(&mcp).await;
-    for state in ["disconnected", "connecting", "connected", "failed"] {
+    for (state, n) in [
+        ("disconnected", 0.0),
+        ("connecting", 0.0),
+        ("connected", 1.0),
+        ("failed", 0.0),
+    ] {
         assert_eq!(
             value(
                 &body,
                 &format!("toolplane_mcp_connections{{state=\"{state}\"}}")
             ),
-            0.0
+            n
         );
     }
+    let mcp_calls = |outcome: &str| {
+        value(
+            &body,
+            &format!("toolplane_mcp_calls_total{{server=\"{server}\",outcome=\"{outcome}\"}}"),
+        )
+    };
+    assert_eq!(mcp_calls("ok"), 1.0);
+    assert_eq!(mcp_calls("mcp.tool_error"), 1.0);
+    assert_eq!(
+        value(
+            &body,
+            &format!("toolplane_mcp_call_duration_seconds_count{{server=\"{server}\"}}")
+        ),
+        2.0
+    );
     h.plane.shutdown().await;
 }
