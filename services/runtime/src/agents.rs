@@ -387,6 +387,32 @@ fn string_arg<'a>(args: &'a Map<String, Value>, name: &str) -> &'a str {
     args.get(name).and_then(Value::as_str).unwrap_or("").trim()
 }
 
+/// The brief argument `name`, or the refusal when it is empty or too long.
+fn brief_arg<'a>(
+    args: &'a Map<String, Value>,
+    name: &str,
+    call: &ToolInvocation,
+) -> Result<&'a str, Dispatched> {
+    let brief = string_arg(args, name);
+    if brief.is_empty() || brief.len() > MAX_BRIEF_BYTES {
+        return Err(refused(
+            call,
+            TOOL_INVALID_ARGUMENTS,
+            format!("{name} must be a brief of 1 to {MAX_BRIEF_BYTES} bytes"),
+        ));
+    }
+    Ok(brief)
+}
+
+/// The alias `agent.await` has in this invocation, for messages that tell the model to call it.
+fn await_alias(inner: &InvocationInner) -> String {
+    inner
+        .snapshot
+        .builtin(toolplane_core::builtin::AGENT_AWAIT)
+        .map(|b| b.alias.to_string())
+        .unwrap_or_else(|| "agent_await".into())
+}
+
 /// Reads a profile of the run's cell; `None` when there is no such profile.
 async fn fetch_profile(rt: &Runtime, run: &Run, id: &str) -> Result<Option<Profile>, RuntimeError> {
     if id.is_empty() || id.len() > 64 {
@@ -722,24 +748,16 @@ pub async fn delegate(
     args: &Map<String, Value>,
 ) -> Result<Dispatched, RuntimeError> {
     let agent_id = string_arg(args, "agentId");
-    let brief = string_arg(args, "task");
-    if brief.is_empty() || brief.len() > MAX_BRIEF_BYTES {
-        return Ok(refused(
-            call,
-            TOOL_INVALID_ARGUMENTS,
-            format!("task must be a brief of 1 to {MAX_BRIEF_BYTES} bytes"),
-        ));
-    }
+    let brief = match brief_arg(args, "task", call) {
+        Ok(b) => b,
+        Err(refusal) => return Ok(refusal),
+    };
     let (target, endpoint) = match delegation_target(rt, inv, inner, call, agent_id, false).await? {
         Ok(t) => t,
         Err(refusal) => return Ok(refusal),
     };
     let (task, events) = register(inv, inner, target, endpoint, brief);
-    let await_alias = inner
-        .snapshot
-        .builtin(toolplane_core::builtin::AGENT_AWAIT)
-        .map(|b| b.alias.to_string())
-        .unwrap_or_else(|| "agent_await".into());
+    let await_alias = await_alias(inner);
     let mut d = Dispatched::known(
         AgentToolResult::ok(
             call,
@@ -1081,7 +1099,7 @@ pub async fn handoff(
     args: &Map<String, Value>,
 ) -> Result<Dispatched, RuntimeError> {
     let agent_id = string_arg(args, "agentId");
-    let brief = string_arg(args, "brief");
+    let checked_brief = brief_arg(args, "brief", call);
     if matches!(
         inner.snapshot.exit_policy,
         ExitPolicy::ReturnToParent { .. }
@@ -1093,20 +1111,13 @@ pub async fn handoff(
             "this agent may not hand the run off",
         ));
     }
-    if brief.is_empty() || brief.len() > MAX_BRIEF_BYTES {
-        return Ok(refused(
-            call,
-            TOOL_INVALID_ARGUMENTS,
-            format!("brief must be 1 to {MAX_BRIEF_BYTES} bytes"),
-        ));
-    }
+    let brief = match checked_brief {
+        Ok(b) => b,
+        Err(refusal) => return Ok(refusal),
+    };
     let unfinished = inv.run.agents.unfinished_of(&inv.id);
     if !unfinished.is_empty() {
-        let await_alias = inner
-            .snapshot
-            .builtin(toolplane_core::builtin::AGENT_AWAIT)
-            .map(|b| b.alias.to_string())
-            .unwrap_or_else(|| "agent_await".into());
+        let await_alias = await_alias(inner);
         return Ok(refused(
             call,
             AGENT_CHILDREN_UNFINISHED,
@@ -1175,14 +1186,10 @@ pub async fn run_sub_agent(
     args: &Map<String, Value>,
     profile_id: &str,
 ) -> Result<Dispatched, RuntimeError> {
-    let brief = string_arg(args, "task");
-    if brief.is_empty() || brief.len() > MAX_BRIEF_BYTES {
-        return Ok(refused(
-            call,
-            TOOL_INVALID_ARGUMENTS,
-            format!("task must be a brief of 1 to {MAX_BRIEF_BYTES} bytes"),
-        ));
-    }
+    let brief = match brief_arg(args, "task", call) {
+        Ok(b) => b,
+        Err(refusal) => return Ok(refusal),
+    };
     let (target, endpoint) = match delegation_target(rt, inv, inner, call, profile_id, true).await?
     {
         Ok(t) => t,

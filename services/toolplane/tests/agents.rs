@@ -90,6 +90,40 @@ async fn invocations(h: &mut Harness, run: &str) -> Vec<pb::Invocation> {
         .invocations
 }
 
+/// Starts a runtime-driven run of `profile` on the scripted HTTP model at `base_url`.
+async fn start_on(
+    h: &mut Harness,
+    profile: &str,
+    base_url: &str,
+    message: &str,
+    chat: &str,
+) -> String {
+    h.runtime
+        .start_run(pb::StartRunRequest {
+            spec: Some(pb::RunSpec {
+                profile_id: profile.into(),
+                model: Some(pb::ModelEndpoint {
+                    kind: pb::ModelEndpointKind::OpenaiCompatible as i32,
+                    base_url: base_url.into(),
+                    model: "scripted".into(),
+                    ..Default::default()
+                }),
+                initial_user_message: message.into(),
+                chat: Some(pb::ChatBinding {
+                    chat_id: chat.into(),
+                    message_id: None,
+                }),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .run
+        .unwrap()
+        .run_id
+}
+
 fn fast_script(dir: &Path) -> String {
     script(
         dir,
@@ -161,31 +195,14 @@ async fn a_runtime_driven_lead_delegates_in_parallel_awaits_one_and_gets_the_oth
     ])
     .await
     .unwrap();
-    let run = h
-        .runtime
-        .start_run(pb::StartRunRequest {
-            spec: Some(pb::RunSpec {
-                profile_id: "lead".into(),
-                model: Some(pb::ModelEndpoint {
-                    kind: pb::ModelEndpointKind::OpenaiCompatible as i32,
-                    base_url: model.base_url(),
-                    model: "scripted".into(),
-                    ..Default::default()
-                }),
-                initial_user_message: "Split the work between your agents.".into(),
-                chat: Some(pb::ChatBinding {
-                    chat_id: "chat-agents".into(),
-                    message_id: None,
-                }),
-                ..Default::default()
-            }),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .run
-        .unwrap()
-        .run_id;
+    let run = start_on(
+        &mut h,
+        "lead",
+        &model.base_url(),
+        "Split the work between your agents.",
+        "chat-agents",
+    )
+    .await;
     let done = h.wait_terminal(&run).await;
     assert_eq!(
         done.status,
@@ -724,31 +741,14 @@ async fn a_runtime_driven_run_follows_a_handoff_onto_the_targets_own_model() {
     )])
     .await
     .unwrap();
-    let run = h
-        .runtime
-        .start_run(pb::StartRunRequest {
-            spec: Some(pb::RunSpec {
-                profile_id: "opener".into(),
-                model: Some(pb::ModelEndpoint {
-                    kind: pb::ModelEndpointKind::OpenaiCompatible as i32,
-                    base_url: model.base_url(),
-                    model: "scripted".into(),
-                    ..Default::default()
-                }),
-                initial_user_message: "Get this done.".into(),
-                chat: Some(pb::ChatBinding {
-                    chat_id: "chat-handoff".into(),
-                    message_id: None,
-                }),
-                ..Default::default()
-            }),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .run
-        .unwrap()
-        .run_id;
+    let run = start_on(
+        &mut h,
+        "opener",
+        &model.base_url(),
+        "Get this done.",
+        "chat-handoff",
+    )
+    .await;
     let done = h.wait_terminal(&run).await;
     assert_eq!(
         done.status,

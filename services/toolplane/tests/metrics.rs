@@ -42,34 +42,7 @@ fn value(body: &str, series: &str) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_service_counts_what_it_did() {
     let mut h = harness().await;
-    let fixture = toolplane_testkit::mcp_fixture::fixture_binary().unwrap();
-    let server = h
-        .mcp
-        .upsert_server(pb::UpsertServerRequest {
-            display_name: "fixture".into(),
-            transport: Some(pb::McpTransport {
-                kind: Some(pb::mcp_transport::Kind::Stdio(pb::McpStdioTransport {
-                    command: fixture.to_string_lossy().into_owned(),
-                    ..Default::default()
-                })),
-            }),
-            default_permission: pb::McpToolPermission::Allow as i32,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .server
-        .unwrap()
-        .server_id;
-    toolplane_proto::v1::catalog_service_client::CatalogServiceClient::new(
-        channel(&h.plane.catalog_url()).await,
-    )
-    .refresh_sources(pb::RefreshSourcesRequest {
-        cell_id: String::new(),
-    })
-    .await
-    .unwrap();
+    let server = register_fixture(&mut h).await;
     h.put_profile(json!({
         "id": "counted",
         "tools": {"allow": ["builtin:workspace.*", "builtin:dice.roll", "mcp:fixture/echo", "mcp:fixture/fail"], "maxCallsPerInvocation": 6}

@@ -44,30 +44,7 @@ async fn one_turn_is_one_trace_across_runtime_workspace_and_mcp_proxy() {
     assert!(telemetry.is_exporting());
 
     let mut h = harness().await;
-    let fixture = toolplane_testkit::mcp_fixture::fixture_binary().unwrap();
-    h.mcp
-        .upsert_server(pb::UpsertServerRequest {
-            display_name: "fixture".into(),
-            transport: Some(pb::McpTransport {
-                kind: Some(pb::mcp_transport::Kind::Stdio(pb::McpStdioTransport {
-                    command: fixture.to_string_lossy().into_owned(),
-                    ..Default::default()
-                })),
-            }),
-            default_permission: pb::McpToolPermission::Allow as i32,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    let mut catalog = toolplane_proto::v1::catalog_service_client::CatalogServiceClient::new(
-        channel(&h.plane.catalog_url()).await,
-    );
-    catalog
-        .refresh_sources(pb::RefreshSourcesRequest {
-            cell_id: String::new(),
-        })
-        .await
-        .unwrap();
+    register_fixture(&mut h).await;
     h.put_profile(json!({"id": "traced", "tools": {"allow": ["builtin:workspace.read_file", "mcp:fixture/slow", "mcp:fixture/trace"]}}))
         .await;
     let run = h.create_run("traced", true).await;

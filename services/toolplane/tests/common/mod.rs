@@ -193,6 +193,40 @@ impl Harness {
     }
 }
 
+/// Registers the Rust MCP fixture over stdio with every tool allowed, refreshes the catalog, and
+/// returns the server id.
+pub async fn register_fixture(h: &mut Harness) -> String {
+    let fixture = toolplane_testkit::mcp_fixture::fixture_binary().unwrap();
+    let server = h
+        .mcp
+        .upsert_server(pb::UpsertServerRequest {
+            display_name: "fixture".into(),
+            transport: Some(pb::McpTransport {
+                kind: Some(pb::mcp_transport::Kind::Stdio(pb::McpStdioTransport {
+                    command: fixture.to_string_lossy().into_owned(),
+                    ..Default::default()
+                })),
+            }),
+            default_permission: pb::McpToolPermission::Allow as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .server
+        .unwrap()
+        .server_id;
+    toolplane_proto::v1::catalog_service_client::CatalogServiceClient::new(
+        channel(&h.plane.catalog_url()).await,
+    )
+    .refresh_sources(pb::RefreshSourcesRequest {
+        cell_id: String::new(),
+    })
+    .await
+    .unwrap();
+    server
+}
+
 pub fn types(journal: &[pb::JournalEvent]) -> Vec<String> {
     journal.iter().map(|e| e.r#type.clone()).collect()
 }
