@@ -392,14 +392,14 @@ fn brief_arg<'a>(
     args: &'a Map<String, Value>,
     name: &str,
     call: &ToolInvocation,
-) -> Result<&'a str, Dispatched> {
+) -> Result<&'a str, Box<Dispatched>> {
     let brief = string_arg(args, name);
     if brief.is_empty() || brief.len() > MAX_BRIEF_BYTES {
-        return Err(refused(
+        return Err(Box::new(refused(
             call,
             TOOL_INVALID_ARGUMENTS,
             format!("{name} must be a brief of 1 to {MAX_BRIEF_BYTES} bytes"),
-        ));
+        )));
     }
     Ok(brief)
 }
@@ -750,7 +750,7 @@ pub async fn delegate(
     let agent_id = string_arg(args, "agentId");
     let brief = match brief_arg(args, "task", call) {
         Ok(b) => b,
-        Err(refusal) => return Ok(refusal),
+        Err(refusal) => return Ok(*refusal),
     };
     let (target, endpoint) = match delegation_target(rt, inv, inner, call, agent_id, false).await? {
         Ok(t) => t,
@@ -1113,7 +1113,7 @@ pub async fn handoff(
     }
     let brief = match checked_brief {
         Ok(b) => b,
-        Err(refusal) => return Ok(refusal),
+        Err(refusal) => return Ok(*refusal),
     };
     let unfinished = inv.run.agents.unfinished_of(&inv.id);
     if !unfinished.is_empty() {
@@ -1188,7 +1188,7 @@ pub async fn run_sub_agent(
 ) -> Result<Dispatched, RuntimeError> {
     let brief = match brief_arg(args, "task", call) {
         Ok(b) => b,
-        Err(refusal) => return Ok(refusal),
+        Err(refusal) => return Ok(*refusal),
     };
     let (target, endpoint) = match delegation_target(rt, inv, inner, call, profile_id, true).await?
     {
