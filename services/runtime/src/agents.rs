@@ -415,6 +415,15 @@ fn await_alias(inner: &InvocationInner) -> String {
 
 /// Reads a profile of the run's cell; `None` when there is no such profile.
 async fn fetch_profile(rt: &Runtime, run: &Run, id: &str) -> Result<Option<Profile>, RuntimeError> {
+    profile_in(rt, &run.cell, id).await
+}
+
+/// Reads profile `id` of `cell`; `None` when there is no such profile.
+pub(crate) async fn profile_in(
+    rt: &Runtime,
+    cell: &str,
+    id: &str,
+) -> Result<Option<Profile>, RuntimeError> {
     if id.is_empty() || id.len() > 64 {
         return Ok(None);
     }
@@ -422,7 +431,7 @@ async fn fetch_profile(rt: &Runtime, run: &Run, id: &str) -> Result<Option<Profi
         .peers
         .profiles()
         .get_profile(pb::GetProfileRequest {
-            cell_id: run.cell.clone(),
+            cell_id: cell.to_owned(),
             profile_id: id.to_owned(),
         })
         .await;

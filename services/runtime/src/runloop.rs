@@ -35,6 +35,24 @@ pub async fn start(rt: Arc<Runtime>, spec: pb::RunSpec) -> Result<Arc<Run>, Runt
             "a run spec needs an initial user message",
         ));
     }
+    // A run that could never open its first invocation is refused before anything is created.
+    if spec.profile_id.is_empty() {
+        return Err(RuntimeError::invalid("a run spec needs a profile id"));
+    }
+    if crate::agents::profile_in(&rt, &spec.cell_id, &spec.profile_id)
+        .await?
+        .is_none()
+    {
+        return Err(RuntimeError::not_found(format!(
+            "no profile `{}` in cell `{}`",
+            spec.profile_id,
+            if spec.cell_id.is_empty() {
+                "default"
+            } else {
+                &spec.cell_id
+            }
+        )));
+    }
     let roots = spec.roots.clone().unwrap_or_default();
     let chat = spec.chat.clone().unwrap_or_default();
     let run = rt

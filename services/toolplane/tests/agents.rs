@@ -770,3 +770,72 @@ async fn a_runtime_driven_run_follows_a_handoff_onto_the_targets_own_model() {
     assert_eq!(done.active_invocation_id, all[1].invocation_id);
     h.plane.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_run_cancels_its_running_children_before_the_run_ends() {
+    let mut h = harness().await;
+    let dir = h.dir.path().to_path_buf();
+    h.put_profile(worker(
+        "sleepy",
+        Some(&slow_script(&dir, 30_000)),
+        json!({}),
+    ))
+    .await;
+    h.put_profile(lead("boss", &[])).await;
+    let run = h.create_run("boss", true).await;
+    let opened = h.open(&run, OPENAI).await;
+    let r = h
+        .execute(
+            &opened.invocation_id,
+            &opened.first_turn.unwrap().turn_id,
+            OPENAI,
+            openai_calls(&[
+                (
+                    "c1",
+                    "agent_delegate",
+                    json!({"agentId": "sleepy", "task": "Take your time."}),
+                ),
+                (
+                    "c2",
+                    "agent_delegate",
+                    json!({"agentId": "sleepy", "task": "You too."}),
+                ),
+            ]),
+        )
+        .await
+        .unwrap();
+    assert!(r.results.iter().all(|x| !x.is_error), "{:?}", r.results);
+    // Both children are working (their model is "thinking" for 30 s).
+    for _ in 0..100 {
+        if events_of(&h.journal(&run).await, "agent_task_started").len() == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    h.runtime
+        .cancel_run(pb::CancelRunRequest {
+            run_id: run.clone(),
+            reason: "the user changed their mind".into(),
+        })
+        .await
+        .unwrap();
+    let done = h.run(&run).await;
+    assert_eq!(done.status, pb::RunStatus::Cancelled as i32);
+    let journal = h.journal(&run).await;
+    let end = events_of(&journal, "run_cancelled")[0].seq;
+    let cancelled = events_of(&journal, "agent_task_cancelled");
+    assert_eq!(cancelled.len(), 2);
+    assert!(cancelled.iter().all(|e| e.seq < end));
+    let children: Vec<pb::Invocation> = invocations(&mut h, &run)
+        .await
+        .into_iter()
+        .filter(|i| i.exit_policy == pb::ExitPolicy::ReturnChild as i32)
+        .collect();
+    assert_eq!(children.len(), 2);
+    assert!(
+        children
+            .iter()
+            .all(|c| c.state == pb::InvocationState::Cancelled as i32)
+    );
+    h.plane.shutdown().await;
+}

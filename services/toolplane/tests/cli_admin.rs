@@ -423,12 +423,12 @@ fn profiles_tools_and_mcp_servers_are_administered_from_the_command_line() {
     let bad = write(&dir, "bad.json", "{\"steps\": []}");
     up.cli(&["run", "start", "--script", &bad])
         .one_line_error(2, "cli.invalid_input: the script file");
-    // A profile that does not exist: the run fails, and the line says why.
+    // A profile that does not exist: refused before a run is created, and the line says why.
     let ghost = up.cli(&["run", "start", "--profile", "ghost", "--script", &script]);
     assert!(
         ghost
-            .one_line_error(1, "cli.run_failed")
-            .contains("profile.not_found"),
+            .one_line_error(2, "runtime.not_found")
+            .contains("no profile `ghost`"),
         "{}",
         ghost.stderr
     );

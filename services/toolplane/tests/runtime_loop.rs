@@ -331,3 +331,28 @@ async fn a_scripted_provider_runs_offline() {
     );
     h.plane.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_spec_naming_an_unknown_profile_is_refused_before_anything_is_created() {
+    let mut h = harness().await;
+    let model = spawn_model_server(vec![]).await.unwrap();
+    let mut bad = spec("nobody", &model.base_url(), true, 3);
+    bad.run_id = "never-created".into();
+    let status = h
+        .runtime
+        .start_run(pb::StartRunRequest { spec: Some(bad) })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::NotFound);
+    assert!(status.message().contains("nobody"), "{}", status.message());
+    let missing = h
+        .runtime
+        .get_run(pb::GetRunRequest {
+            run_id: "never-created".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), tonic::Code::NotFound);
+    assert!(model.requests().is_empty());
+    h.plane.shutdown().await;
+}
