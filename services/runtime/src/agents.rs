@@ -203,6 +203,9 @@ pub struct RunAgents {
     flags: Mutex<HashMap<String, Arc<CancelFlag>>>,
     slots: Mutex<HashMap<String, Arc<Semaphore>>>,
     pending: Mutex<Vec<Pending>>,
+    /// Delegation targets as each delegating invocation first read them: (parent, profile id) →
+    /// the profile and its model endpoint. Like a snapshot, read once per invocation.
+    targets: Mutex<HashMap<(String, String), (Profile, Endpoint)>>,
 }
 
 impl Default for RunAgents {
@@ -213,6 +216,7 @@ impl Default for RunAgents {
             flags: Mutex::new(HashMap::new()),
             slots: Mutex::new(HashMap::new()),
             pending: Mutex::new(Vec::new()),
+            targets: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -642,12 +646,22 @@ async fn delegation_target(
             format!("this run already holds {MAX_TASKS_PER_RUN} delegated tasks"),
         )));
     }
-    let Some(target) = fetch_profile(rt, &inv.run, agent_id).await? else {
-        return Ok(Err(refused(
-            call,
-            AGENT_NOT_ALLOWED,
-            format!("there is no agent `{agent_id}`; agent_list shows the ones you can call"),
-        )));
+    let key = (inv.id.clone(), agent_id.to_owned());
+    let known = lock(&inv.run.agents.targets).get(&key).cloned();
+    let (target, endpoint) = match known {
+        Some((target, endpoint)) => (target, Some(endpoint)),
+        None => match fetch_profile(rt, &inv.run, agent_id).await? {
+            Some(target) => (target, None),
+            None => {
+                return Ok(Err(refused(
+                    call,
+                    AGENT_NOT_ALLOWED,
+                    format!(
+                        "there is no agent `{agent_id}`; agent_list shows the ones you can call"
+                    ),
+                )));
+            }
+        },
     };
     let checked = if via_tool {
         // Offering `agent/<id>:run` in the caller's profile is the caller's permission; the
@@ -672,11 +686,17 @@ async fn delegation_target(
         }
         return Ok(Err(d));
     }
+    if let Some(e) = endpoint {
+        return Ok(Ok((target, e)));
+    }
     let Some(model) = &target.model else {
         return Ok(Err(refused(call, AGENT_NO_MODEL, "no model endpoint")));
     };
     match Endpoint::from_profile(model, rt.cfg.model_timeout, rt.cfg.model_max_retries) {
-        Ok(e) => Ok(Ok((target, e))),
+        Ok(e) => {
+            lock(&inv.run.agents.targets).insert(key, (target.clone(), e.clone()));
+            Ok(Ok((target, e)))
+        }
         Err(why) => Ok(Err(refused(
             call,
             AGENT_NO_MODEL,

@@ -134,6 +134,9 @@ async fn delegated(rt: &mut RuntimeServiceClient<Channel>) -> Duration {
         "{:?}",
         r.results.iter().find(|x| x.is_error)
     );
+    if std::env::var_os("TOOLPLANE_BENCH_VERBOSE").is_some() {
+        eprintln!("delegating turn answered after {:?}", started.elapsed());
+    }
     // Tasks that finished while the delegating turn was still being answered come back with it.
     let early = r
         .injected_child_results
