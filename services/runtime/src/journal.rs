@@ -101,11 +101,26 @@ pub fn now_ms() -> i64 {
 }
 
 impl Journal {
+    /// A journal whose next sequence number is `next_seq`; 0 means not known yet (a finished run
+    /// loaded after a restart: see [`Journal::learn`]).
     pub fn new(run_id: &str, cell_id: &str, next_seq: u64) -> Self {
         Journal {
             run_id: run_id.to_owned(),
             cell_id: cell_id.to_owned(),
-            next_seq: Mutex::new(next_seq.max(1)),
+            next_seq: Mutex::new(next_seq),
+        }
+    }
+
+    /// Whether the journal's end is not known yet.
+    pub async fn is_unknown(&self) -> bool {
+        *self.next_seq.lock().await == 0
+    }
+
+    /// Sets the end found in storage, unless it is already known.
+    pub async fn learn(&self, last_seq: u64) {
+        let mut next = self.next_seq.lock().await;
+        if *next == 0 {
+            *next = last_seq + 1;
         }
     }
 
@@ -125,6 +140,12 @@ impl Journal {
                 .map(|()| Vec::new());
         }
         let mut next = self.next_seq.lock().await;
+        if *next == 0 {
+            return Err(RuntimeError::invalid(format!(
+                "the journal of run {} was not read back yet; nothing is appended to it",
+                self.run_id
+            )));
+        }
         let first = *next;
         let ts = now_ms();
         let records: Vec<Record> = events

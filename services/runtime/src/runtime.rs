@@ -248,7 +248,8 @@ impl Runtime {
                     continue;
                 };
                 let interrupted = !record.status.is_terminal();
-                let run = Arc::new(Run::new(record, 1));
+                // A finished run's journal end is read back when someone asks (`last_seq`).
+                let run = Arc::new(Run::new(record, 0));
                 lock(&self.runs).insert(run.id.clone(), run.clone());
                 if interrupted {
                     let next = self.journal_end(&run).await.map(|s| s + 1).unwrap_or(1);
@@ -269,6 +270,17 @@ impl Runtime {
                 None => break,
             }
         }
+    }
+
+    /// The run's last journal sequence number; for a finished run loaded after a restart it is
+    /// read back from the workspace service the first time it is asked for.
+    pub async fn last_seq(&self, run: &Run) -> u64 {
+        if run.journal.is_unknown().await
+            && let Some(end) = self.journal_end(run).await
+        {
+            run.journal.learn(end).await;
+        }
+        run.journal.last_seq().await
     }
 
     async fn journal_end(&self, run: &Run) -> Option<u64> {

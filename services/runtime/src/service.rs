@@ -136,8 +136,8 @@ async fn invocation_pb(inv: &Invocation) -> pb::Invocation {
     }
 }
 
-async fn run_response(run: &Run) -> pb::Run {
-    run_pb(&run.snapshot(), run.journal.last_seq().await)
+async fn run_response(rt: &Runtime, run: &Run) -> pb::Run {
+    run_pb(&run.snapshot(), rt.last_seq(run).await)
 }
 
 fn exit_policy(v: i32, parent: &str) -> Result<ExitPolicy, RuntimeError> {
@@ -232,7 +232,7 @@ impl RuntimeService for RuntimeGrpc {
             .create_run(new_run_from_create(request.into_inner()))
             .await?;
         Ok(Response::new(pb::CreateRunResponse {
-            run: Some(run_response(&run).await),
+            run: Some(run_response(&self.rt, &run).await),
         }))
     }
 
@@ -246,7 +246,7 @@ impl RuntimeService for RuntimeGrpc {
             .ok_or_else(|| Status::from(RuntimeError::invalid("a run spec is required")))?;
         let run = crate::runloop::start(self.rt.clone(), spec).await?;
         Ok(Response::new(pb::StartRunResponse {
-            run: Some(run_response(&run).await),
+            run: Some(run_response(&self.rt, &run).await),
         }))
     }
 
@@ -256,7 +256,7 @@ impl RuntimeService for RuntimeGrpc {
     ) -> Result<Response<pb::GetRunResponse>, Status> {
         let run = self.rt.run(&request.into_inner().run_id)?;
         Ok(Response::new(pb::GetRunResponse {
-            run: Some(run_response(&run).await),
+            run: Some(run_response(&self.rt, &run).await),
         }))
     }
 
@@ -281,12 +281,14 @@ impl RuntimeService for RuntimeGrpc {
                 .then(a.run_id.cmp(&b.run_id))
         });
         let (start, size, next) = page_window(r.page_size, 50, 500, &r.page_token, runs.len())?;
-        let page: Vec<pb::Run> = runs
-            .iter()
-            .skip(start)
-            .take(size)
-            .map(|x| run_pb(x, 0))
-            .collect();
+        let mut page: Vec<pb::Run> = Vec::with_capacity(size);
+        for x in runs.iter().skip(start).take(size) {
+            let last_seq = match self.rt.run(&x.run_id) {
+                Ok(run) => self.rt.last_seq(&run).await,
+                Err(_) => 0,
+            };
+            page.push(run_pb(x, last_seq));
+        }
         Ok(Response::new(pb::ListRunsResponse {
             runs: page,
             next_page_token: next,
@@ -301,7 +303,7 @@ impl RuntimeService for RuntimeGrpc {
         let run = self.rt.run(&r.run_id)?;
         self.rt.cancel_run(&run, &r.reason).await?;
         Ok(Response::new(pb::CancelRunResponse {
-            run: Some(run_response(&run).await),
+            run: Some(run_response(&self.rt, &run).await),
         }))
     }
 

@@ -149,6 +149,10 @@ impl Plane {
         let addr_of = |service: &'static str, l: &TcpListener| {
             l.local_addr().map_err(|e| start_err(service, e))
         };
+        // The services start concurrently and each creates its directory below this one.
+        tokio::fs::create_dir_all(&cfg.data_dir)
+            .await
+            .map_err(|e| start_err("plane", format!("{}: {e}", cfg.data_dir.display())))?;
         let ws_addr = addr_of("workspace service", &ws_listener)?;
         let mcp_addr = addr_of("mcp-proxy", &mcp_listener)?;
         let catalog_addr = addr_of("catalog", &catalog_listener)?;

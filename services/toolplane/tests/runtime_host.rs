@@ -541,3 +541,43 @@ async fn a_run_in_progress_when_the_runtime_stops_is_failed_as_interrupted_on_re
     assert_eq!(h.object(&run, "output/main.md").await.unwrap(), b"draft");
     h.plane.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_run_reports_its_journal_end_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_path_buf();
+    let mut h = harness_with(|c| c.data_dir = data.clone()).await;
+    h.put_profile(writer_profile()).await;
+    let run = h.create_run("writer", true).await;
+    let inv = h.open(&run, OPENAI).await;
+    let r = h
+        .execute(
+            &inv.invocation_id,
+            &inv.first_turn.unwrap().turn_id,
+            OPENAI,
+            openai_calls(&[("f", "workspace_finish", json!({"summary": "done"}))]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.state, pb::InvocationState::Finished as i32);
+    let end = h.journal(&run).await.last().unwrap().seq;
+    assert_eq!(h.run(&run).await.last_seq, end);
+    h.plane.shutdown().await;
+
+    let mut h = harness_with(|c| c.data_dir = data.clone()).await;
+    let after = h.run(&run).await;
+    assert_eq!(after.status, pb::RunStatus::Completed as i32);
+    assert_eq!(after.last_seq, end, "read back from the journal");
+    let listed = h
+        .runtime
+        .list_runs(pb::ListRunsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .runs;
+    assert_eq!(
+        listed.iter().find(|r| r.run_id == run).unwrap().last_seq,
+        end
+    );
+    h.plane.shutdown().await;
+}

@@ -187,7 +187,8 @@ where
 fn create_root(root: &Path) -> Result<Vec<PathBuf>, StoreError> {
     let mut missing = Vec::new();
     let mut dir = Some(root);
-    while let Some(path) = dir {
+    // A relative root's last ancestor is the empty path: the working directory, which exists.
+    while let Some(path) = dir.filter(|p| !p.as_os_str().is_empty()) {
         match std::fs::symlink_metadata(path) {
             Ok(_) => break,
             Err(e) if e.kind() == io::ErrorKind::NotFound => missing.push(path.to_path_buf()),

@@ -216,6 +216,26 @@ pub struct Up {
 impl Up {
     /// Starts `toolplane up <extra…>` and waits until it prints that it is up.
     pub fn start(extra: &[&str]) -> Up {
+        // Free ports are picked, released and then bound by the plane: another test may take one
+        // in between. Such a start fails with `plane.bind_failed` and is retried on new ports.
+        for _ in 0..4 {
+            let mut up = Up::spawn(extra);
+            if up
+                .try_wait_for_line("toolplane is up", Duration::from_secs(60))
+                .is_some()
+            {
+                return up;
+            }
+            let (_, stdout, stderr) = up.interrupt();
+            assert!(
+                stderr.contains("plane.bind_failed"),
+                "`toolplane up` did not start:\nstdout:\n{stdout}\nstderr:\n{stderr}"
+            );
+        }
+        panic!("`toolplane up` found no free ports in four tries");
+    }
+
+    fn spawn(extra: &[&str]) -> Up {
         let dir = tempfile::tempdir().unwrap();
         let ports = Ports::free();
         let mut child = command(dir.path())
@@ -242,40 +262,46 @@ impl Up {
             let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut s);
             s
         });
-        let mut up = Up {
+        Up {
             child: Some(child),
             ports,
             dir,
             lines,
             seen: Vec::new(),
             stderr: Some(stderr),
-        };
-        up.wait_for_line("toolplane is up", Duration::from_secs(60));
-        up
+        }
     }
 
     /// Waits until a stdout line contains `text`; returns it.
     pub fn wait_for_line(&mut self, text: &str, limit: Duration) -> String {
+        match self.try_wait_for_line(text, limit) {
+            Some(l) => l,
+            None => panic!(
+                "`toolplane up` never printed `{text}`; stdout so far:\n{}",
+                self.seen.join("\n")
+            ),
+        }
+    }
+
+    /// Waits until a stdout line contains `text`; `None` when the process ended or `limit` passed.
+    pub fn try_wait_for_line(&mut self, text: &str, limit: Duration) -> Option<String> {
         let deadline = Instant::now() + limit;
         if let Some(l) = self.seen.iter().find(|l| l.contains(text)) {
-            return l.clone();
+            return Some(l.clone());
         }
         while Instant::now() < deadline {
             match self.lines.recv_timeout(Duration::from_millis(100)) {
                 Ok(l) => {
                     self.seen.push(l.clone());
                     if l.contains(text) {
-                        return l;
+                        return Some(l);
                     }
                 }
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
             }
         }
-        panic!(
-            "`toolplane up` never printed `{text}`; stdout so far:\n{}",
-            self.seen.join("\n")
-        );
+        None
     }
 
     /// Runs a client command against this plane (address flags first, so that a command after
