@@ -20,6 +20,13 @@ pub(crate) const OTEL_EXPORTER_OTLP_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOIN
 pub(crate) const OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: &str = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL";
 /// Generic OTLP protocol; only `grpc` is built in.
 pub(crate) const OTEL_EXPORTER_OTLP_PROTOCOL: &str = "OTEL_EXPORTER_OTLP_PROTOCOL";
+/// Metric-specific OTLP endpoint; wins over the generic one.
+pub(crate) const OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT";
+/// `otlp` (the default) pushes metrics; `none` or `prometheus` (served on /metrics anyway) do not.
+pub(crate) const OTEL_METRICS_EXPORTER: &str = "OTEL_METRICS_EXPORTER";
+/// Milliseconds between metric pushes.
+pub(crate) const OTEL_METRIC_EXPORT_INTERVAL: &str = "OTEL_METRIC_EXPORT_INTERVAL";
+const DEFAULT_METRIC_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 /// The log filter, in `tracing_subscriber::EnvFilter` syntax.
 pub(crate) const RUST_LOG: &str = "RUST_LOG";
 
@@ -149,6 +156,8 @@ pub(crate) struct Resolved {
     pub(crate) service_name: String,
     pub(crate) service_version: Option<String>,
     pub(crate) export: Export,
+    /// Where and how often metrics are pushed over OTLP; `None` when they are not.
+    pub(crate) metrics: Option<(String, std::time::Duration)>,
     pub(crate) log_filter: EnvFilter,
     pub(crate) warnings: Vec<ConfigWarning>,
 }
@@ -191,12 +200,30 @@ pub(crate) fn resolve(config: &TelemetryConfig, env: impl Fn(&str) -> Option<Str
         }
     }
 
+    let push_metrics = !sdk_disabled
+        && var(OTEL_METRICS_EXPORTER).is_none_or(|v| v.trim().eq_ignore_ascii_case("otlp"));
+    let metrics = [
+        OTEL_EXPORTER_OTLP_METRICS_ENDPOINT,
+        OTEL_EXPORTER_OTLP_ENDPOINT,
+    ]
+    .into_iter()
+    .find_map(var)
+    .filter(|_| push_metrics)
+    .map(|endpoint| {
+        let interval = var(OTEL_METRIC_EXPORT_INTERVAL)
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .filter(|ms| *ms > 0)
+            .map_or(DEFAULT_METRIC_INTERVAL, std::time::Duration::from_millis);
+        (endpoint.trim().to_owned(), interval)
+    });
+
     let log_filter = log_filter(&config.default_directive, var(RUST_LOG), &mut warnings);
 
     Resolved {
         service_name,
         service_version: config.service_version.clone(),
         export,
+        metrics,
         log_filter,
         warnings,
     }
@@ -243,6 +270,41 @@ mod tests {
             .map(|(name, value)| (name.to_string(), value.to_string()))
             .collect();
         resolve(config, |name| vars.get(name).cloned())
+    }
+
+    #[test]
+    fn metrics_are_pushed_to_their_endpoint_unless_another_exporter_is_named() {
+        let config = TelemetryConfig::new("runtime");
+        let r = resolve_with(&config, &[(OTEL_EXPORTER_OTLP_ENDPOINT, "http://c:4317")]);
+        assert_eq!(
+            r.metrics,
+            Some(("http://c:4317".to_owned(), DEFAULT_METRIC_INTERVAL))
+        );
+        let r = resolve_with(
+            &config,
+            &[
+                (OTEL_EXPORTER_OTLP_ENDPOINT, "http://c:4317"),
+                (OTEL_EXPORTER_OTLP_METRICS_ENDPOINT, "http://m:4317"),
+                (OTEL_METRIC_EXPORT_INTERVAL, "250"),
+            ],
+        );
+        assert_eq!(
+            r.metrics,
+            Some((
+                "http://m:4317".to_owned(),
+                std::time::Duration::from_millis(250)
+            ))
+        );
+        for (name, value) in [(OTEL_METRICS_EXPORTER, "none"), (OTEL_SDK_DISABLED, "true")] {
+            let r = resolve_with(
+                &config,
+                &[
+                    (OTEL_EXPORTER_OTLP_ENDPOINT, "http://c:4317"),
+                    (name, value),
+                ],
+            );
+            assert_eq!(r.metrics, None, "{name}={value}");
+        }
     }
 
     #[test]

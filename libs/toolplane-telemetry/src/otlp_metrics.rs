@@ -59,28 +59,25 @@ pub(crate) fn request(start: u64, version: Option<&str>) -> ExportMetricsService
                 value: Some(number_data_point::Value::AsDouble(v)),
                 ..Default::default()
             };
+            // Counters and gauges hold plain values.
+            let numbers = || -> Vec<NumberDataPoint> {
+                family
+                    .series
+                    .iter()
+                    .filter_map(|(k, s)| match s {
+                        Series::Value(v) => Some(number(k, *v)),
+                        Series::Histogram { .. } => None,
+                    })
+                    .collect()
+            };
             let data = match family.kind {
                 Kind::Counter => metric::Data::Sum(Sum {
-                    data_points: family
-                        .series
-                        .iter()
-                        .filter_map(|(k, s)| match s {
-                            Series::Value(v) => Some(number(k, *v)),
-                            Series::Histogram { .. } => None,
-                        })
-                        .collect(),
+                    data_points: numbers(),
                     aggregation_temporality: AggregationTemporality::Cumulative as i32,
                     is_monotonic: true,
                 }),
                 Kind::Gauge => metric::Data::Gauge(Gauge {
-                    data_points: family
-                        .series
-                        .iter()
-                        .filter_map(|(k, s)| match s {
-                            Series::Value(v) => Some(number(k, *v)),
-                            Series::Histogram { .. } => None,
-                        })
-                        .collect(),
+                    data_points: numbers(),
                 }),
                 Kind::Histogram => metric::Data::Histogram(Histogram {
                     data_points: family

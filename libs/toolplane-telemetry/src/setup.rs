@@ -121,27 +121,10 @@ pub fn init(config: TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
         ),
     }
 
-    let env = |name: &str| {
-        config
-            .lookup(name, |n| std::env::var(n).ok())
-            .filter(|v| !v.trim().is_empty())
-    };
-    let disabled = env("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
-    // `OTEL_METRICS_EXPORTER`: `otlp` (the default) pushes; `none` (or `prometheus`: the
-    // services serve /metrics anyway) does not.
-    let metrics_exporter = env("OTEL_METRICS_EXPORTER").map(|v| v.trim().to_ascii_lowercase());
-    let push_metrics = !disabled && metrics_exporter.as_deref().is_none_or(|v| v == "otlp");
-    let metrics_endpoint = env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
-        .or_else(|| env("OTEL_EXPORTER_OTLP_ENDPOINT"))
-        .filter(|_| push_metrics);
-    let metrics = match metrics_endpoint {
-        Some(endpoint) if tokio::runtime::Handle::try_current().is_ok() => {
-            let interval = env("OTEL_METRIC_EXPORT_INTERVAL")
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .filter(|ms| *ms > 0)
-                .map_or(Duration::from_secs(60), Duration::from_millis);
+    let metrics = match &resolved.metrics {
+        Some((endpoint, interval)) if tokio::runtime::Handle::try_current().is_ok() => {
             let pusher =
-                MetricsPusher::start(&endpoint, interval, resolved.service_version.clone());
+                MetricsPusher::start(endpoint, *interval, resolved.service_version.clone());
             if pusher.is_none() {
                 tracing::warn!(
                     endpoint = endpoint.as_str(),

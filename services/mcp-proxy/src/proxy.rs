@@ -210,7 +210,6 @@ pub(crate) struct ProxyMetrics {
     pub registry: Arc<toolplane_telemetry::metrics::Registry>,
     pub calls: toolplane_telemetry::metrics::Counter,
     pub duration: toolplane_telemetry::metrics::Histogram,
-    hooked: std::sync::atomic::AtomicBool,
 }
 
 impl Default for ProxyMetrics {
@@ -228,7 +227,6 @@ impl Default for ProxyMetrics {
                 "Time the mcp-proxy took for a call, from its first recheck to the server's answer.",
                 &["server"],
             ),
-            hooked: std::sync::atomic::AtomicBool::new(false),
             registry,
         }
     }
@@ -288,6 +286,7 @@ impl McpProxy {
             shutdown: CancellationToken::new(),
         });
         let proxy = McpProxy { inner };
+        proxy.count_connections_on_scrape();
         for (reg, version, catalog) in loaded.servers {
             let limits = reg.limits.resolve(&proxy.inner.settings.limits);
             let (cell, id) = (reg.cell_id.clone(), reg.server_id.clone());
@@ -1046,40 +1045,36 @@ impl McpProxy {
     /// The proxy's metrics: MCP calls by server and outcome with their latency, and
     /// `toolplane_mcp_connections{state}` read from the live connections at every scrape.
     pub fn metrics(&self) -> Arc<toolplane_telemetry::metrics::Registry> {
-        let registry = Arc::clone(&self.inner.metrics.registry);
-        let gauge = registry.gauge(
+        Arc::clone(&self.inner.metrics.registry)
+    }
+
+    /// Sets `toolplane_mcp_connections` from the live connections before every render.
+    fn count_connections_on_scrape(&self) {
+        let gauge = self.inner.metrics.registry.gauge(
             "toolplane_mcp_connections",
             "MCP server connections by state.",
             &["state"],
         );
         let inner = Arc::downgrade(&self.inner);
-        if !self
-            .inner
-            .metrics
-            .hooked
-            .swap(true, std::sync::atomic::Ordering::SeqCst)
-        {
-            registry.before_render(move || {
-                let Some(inner) = inner.upgrade() else { return };
-                let mut counts = [0usize; 4];
-                for server in read(&inner.servers).values().flat_map(|c| c.values()) {
-                    let i = match lock(&server.health).status {
-                        ConnStatus::Disconnected => 0,
-                        ConnStatus::Connecting => 1,
-                        ConnStatus::Connected => 2,
-                        ConnStatus::Failed => 3,
-                    };
-                    counts[i] += 1;
-                }
-                for (state, n) in ["disconnected", "connecting", "connected", "failed"]
-                    .iter()
-                    .zip(counts)
-                {
-                    gauge.set(&[state], n as f64);
-                }
-            });
-        }
-        registry
+        self.inner.metrics.registry.before_render(move || {
+            let Some(inner) = inner.upgrade() else { return };
+            let mut counts = [0usize; 4];
+            for server in read(&inner.servers).values().flat_map(|c| c.values()) {
+                let i = match lock(&server.health).status {
+                    ConnStatus::Disconnected => 0,
+                    ConnStatus::Connecting => 1,
+                    ConnStatus::Connected => 2,
+                    ConnStatus::Failed => 3,
+                };
+                counts[i] += 1;
+            }
+            for (state, n) in ["disconnected", "connecting", "connected", "failed"]
+                .iter()
+                .zip(counts)
+            {
+                gauge.set(&[state], n as f64);
+            }
+        });
     }
 
     /// Closes every connection (stdio children stopped and reaped) and refuses new work.

@@ -10,6 +10,9 @@
 //! parent once: through `agent.await`, or injected into the parent's next model request
 //! (runtime-driven) or next `ExecuteToolCalls` response (host-driven).
 //!
+//! A child's snapshot never holds the tools it must not use (commit, finish, `agent.*`, sub-agent
+//! tools: the core's compiler removes them), so the handlers here do not check for children.
+//!
 //! Owns the task book and the policy checks between a caller and a target; the turn pipeline and
 //! the loop own everything else (journal, audit, the child's model calls).
 
@@ -485,13 +488,9 @@ pub async fn list(
         .unwrap_or(20)
         .clamp(1, 100) as usize;
     let caller = &inner.profile;
-    let child = matches!(
-        inner.snapshot.exit_policy,
-        ExitPolicy::ReturnToParent { .. }
-    );
     let want_delegate = matches!(purpose, "any" | "delegate") && caller.delegation.can_delegate;
     let want_handoff = matches!(purpose, "any" | "handoff") && caller.delegation.can_handoff;
-    if child || (!want_delegate && !want_handoff) {
+    if !want_delegate && !want_handoff {
         return Ok(refused(
             call,
             AGENT_UNAVAILABLE,
@@ -622,16 +621,6 @@ async fn delegation_target(
     agent_id: &str,
     via_tool: bool,
 ) -> Result<Result<(Profile, Endpoint), Dispatched>, RuntimeError> {
-    if matches!(
-        inner.snapshot.exit_policy,
-        ExitPolicy::ReturnToParent { .. }
-    ) {
-        return Ok(Err(refused(
-            call,
-            AGENT_UNAVAILABLE,
-            "a delegated task cannot delegate further; return your result with task.return",
-        )));
-    }
     if !via_tool && !inner.profile.delegation.can_delegate {
         return Ok(Err(refused(
             call,
@@ -888,20 +877,9 @@ pub fn task_pb(t: &Task) -> pb::ChildTaskResult {
 pub async fn wait(
     rt: &Runtime,
     inv: &Invocation,
-    inner: &InvocationInner,
     call: &ToolInvocation,
     args: &Map<String, Value>,
 ) -> Result<Dispatched, RuntimeError> {
-    if matches!(
-        inner.snapshot.exit_policy,
-        ExitPolicy::ReturnToParent { .. }
-    ) {
-        return Ok(refused(
-            call,
-            AGENT_UNAVAILABLE,
-            "a delegated task has no tasks to await",
-        ));
-    }
     let agents = &inv.run.agents;
     let own: Vec<Task> = agents
         .tasks()
@@ -1129,11 +1107,7 @@ pub async fn handoff(
 ) -> Result<Dispatched, RuntimeError> {
     let agent_id = string_arg(args, "agentId");
     let checked_brief = brief_arg(args, "brief", call);
-    if matches!(
-        inner.snapshot.exit_policy,
-        ExitPolicy::ReturnToParent { .. }
-    ) || !inner.profile.delegation.can_handoff
-    {
+    if !inner.profile.delegation.can_handoff {
         return Ok(refused(
             call,
             AGENT_UNAVAILABLE,

@@ -98,19 +98,6 @@ pub async fn execute(
             }
         }
         builtin::WORKSPACE_FINISH => {
-            if matches!(
-                inner.snapshot.exit_policy,
-                toolplane_core::snapshot::ExitPolicy::ReturnToParent { .. }
-            ) {
-                return done(
-                    AgentToolResult::error(
-                        call,
-                        codes::AGENT_UNAVAILABLE,
-                        "a delegated task cannot finish the run; return your result with task_return",
-                    ),
-                    Effect::None,
-                );
-            }
             let record = inv.run.snapshot();
             if record.mode == RunMode::Foreground && !record.committed {
                 let commit = inner
@@ -142,7 +129,7 @@ pub async fn execute(
         builtin::TASK_RETURN => crate::agents::task_return(inv, inner, call, args),
         builtin::AGENT_LIST => crate::agents::list(rt, inv, inner, call, args).await,
         builtin::AGENT_DELEGATE => crate::agents::delegate(rt, inv, inner, call, args).await,
-        builtin::AGENT_AWAIT => crate::agents::wait(rt, inv, inner, call, args).await,
+        builtin::AGENT_AWAIT => crate::agents::wait(rt, inv, call, args).await,
         builtin::AGENT_HANDOFF => crate::agents::handoff(rt, inv, inner, call, args).await,
         other => Err(RuntimeError::new(
             codes::TOOL_RESULT_IDENTITY_MISMATCH,

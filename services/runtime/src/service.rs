@@ -13,9 +13,10 @@ use toolplane_proto::v1::runtime_service_server::RuntimeService;
 
 use crate::convert;
 use crate::error::RuntimeError;
-use crate::runtime::{NewRun, Runtime};
+use crate::runtime::{NewRun, Opened, Runtime};
 use crate::state::{
-    Driver, Failure, Invocation, InvocationStatus, Run, RunRecord, RunStatus, turn_id,
+    Driver, Failure, Invocation, InvocationInner, InvocationStatus, Run, RunRecord, RunStatus,
+    turn_id,
 };
 
 /// Largest `calls_json` accepted.
@@ -387,15 +388,7 @@ impl RuntimeService for RuntimeGrpc {
             invocation_id: inv.id.clone(),
             snapshot_id: inner.snapshot.snapshot_id.clone(),
             tools_json: opened.tools_json.to_string(),
-            first_turn: Some(convert::turn_pb(
-                &inner.turn,
-                &opened.turn_id,
-                opened
-                    .tools_json
-                    .get("tool_choice")
-                    .or_else(|| opened.tools_json.get("toolConfig"))
-                    .map(Value::to_string),
-            )),
+            first_turn: Some(first_turn_pb(&inner, &opened)),
             snapshot: Some(convert::snapshot_summary_pb(
                 &inner.snapshot,
                 &inv.snapshot_path,
@@ -549,6 +542,19 @@ impl RuntimeService for RuntimeGrpc {
     }
 }
 
+/// A newly opened invocation's first turn, with the tool choice in its provider format.
+fn first_turn_pb(inner: &InvocationInner, opened: &Opened) -> pb::ToolTurn {
+    convert::turn_pb(
+        &inner.turn,
+        &opened.turn_id,
+        opened
+            .tools_json
+            .get("tool_choice")
+            .or_else(|| opened.tools_json.get("toolConfig"))
+            .map(Value::to_string),
+    )
+}
+
 /// The handoff target a host continues with: its tools in the caller's provider format, its first
 /// turn and the brief.
 async fn handoff_pb(h: &crate::runtime::HandedOff) -> pb::HandoffTarget {
@@ -559,15 +565,7 @@ async fn handoff_pb(h: &crate::runtime::HandedOff) -> pb::HandoffTarget {
         profile_id: inner.profile.id.clone(),
         snapshot_id: inner.snapshot.snapshot_id.clone(),
         tools_json: h.opened.tools_json.to_string(),
-        first_turn: Some(convert::turn_pb(
-            &inner.turn,
-            &h.opened.turn_id,
-            h.opened
-                .tools_json
-                .get("tool_choice")
-                .or_else(|| h.opened.tools_json.get("toolConfig"))
-                .map(Value::to_string),
-        )),
+        first_turn: Some(first_turn_pb(&inner, &h.opened)),
         brief: h.brief.clone(),
         omitted: convert::omissions_pb(&inner.snapshot),
     }
