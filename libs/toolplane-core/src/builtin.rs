@@ -95,17 +95,20 @@ pub fn is_progress_aware(id: &ToolId) -> bool {
         || id.is_builtin(AGENT_DELEGATE)
 }
 
+/// Every builtin descriptor, in the order the catalog lists them (built once per process).
+fn all() -> &'static [ToolDescriptor] {
+    static ALL: std::sync::OnceLock<Vec<ToolDescriptor>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| specs().into_iter().filter_map(|s| s.build()).collect())
+}
+
 /// Every builtin descriptor, in the order the catalog lists them.
 pub fn descriptors() -> Vec<ToolDescriptor> {
-    specs().into_iter().filter_map(|s| s.build()).collect()
+    all().to_vec()
 }
 
 /// The descriptor of one builtin.
-pub fn descriptor(native: &str) -> Option<ToolDescriptor> {
-    specs()
-        .into_iter()
-        .find(|s| s.name == native)
-        .and_then(|s| s.build())
+pub fn descriptor(native: &str) -> Option<&'static ToolDescriptor> {
+    all().iter().find(|d| d.id().native() == native)
 }
 
 struct Spec {

@@ -280,7 +280,7 @@ impl InvocationToolSnapshot {
                 max_calls: None,
                 approval_required: false,
                 server_name: None,
-                descriptor: Arc::new(d),
+                descriptor: Arc::new(d.clone()),
             });
         }
 

@@ -21,6 +21,7 @@ use toolplane_proto::testing::v1::EchoRequest;
 use toolplane_proto::v1 as pb;
 use toolplane_proto::v1::profile_service_client::ProfileServiceClient;
 use toolplane_proto::v1::runtime_service_client::RuntimeServiceClient;
+use toolplane_proto::v1::workspace_service_client::WorkspaceServiceClient;
 
 const SAMPLES: usize = 2000;
 
@@ -109,8 +110,6 @@ async fn main() {
     let mut cfg = PlaneConfig::ephemeral(dir.path().to_path_buf());
     cfg.runtime.invocation_idle_timeout = Duration::from_secs(3600);
     let plane = Plane::up(cfg).await.unwrap();
-    let (echo_addr, _echo) = toolplane_testkit::spawn_echo_server().await.unwrap();
-    let mut echo = toolplane_testkit::connect_echo(echo_addr).await.unwrap();
     let mut profiles = ProfileServiceClient::new(channel(&plane.catalog_url()).await);
     let profile = json!({"id": "bench", "tools": {"allow": ["builtin:workspace.read_file", "builtin:workspace.write_file", "builtin:dice.roll"], "maxCallsPerInvocation": 10000, "maxRounds": 1000}});
     profiles
@@ -124,6 +123,21 @@ async fn main() {
     let mut rt = RuntimeServiceClient::new(channel(&plane.runtime_url()).await);
 
     let _warm = open(&mut rt).await;
+    // `TOOLPLANE_BENCH_ONLY=latency` or `=throughput` runs one part (for profiling it alone).
+    let only = std::env::var("TOOLPLANE_BENCH_ONLY").unwrap_or_default();
+    if only.is_empty() {
+        memory(&mut rt).await;
+    }
+    if only.is_empty() || only == "latency" {
+        latency(&mut rt, &plane.workspace_url()).await;
+    }
+    if only.is_empty() || only == "throughput" {
+        throughput(&mut rt).await;
+    }
+    plane.shutdown().await;
+}
+
+async fn memory(rt: &mut RuntimeServiceClient<Channel>) {
     // Memory: 1,000 open invocations above idle.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let idle = rss_kib();
@@ -131,7 +145,7 @@ async fn main() {
     // not memory left over from the other measurements.
     let mut open_ones = Vec::new();
     for _ in 0..1000 {
-        open_ones.push(open(&mut rt).await);
+        open_ones.push(open(rt).await);
     }
     let loaded = rss_kib();
     let mib = (loaded.saturating_sub(idle)) as f64 / 1024.0;
@@ -142,11 +156,67 @@ async fn main() {
         if mib < 100.0 { "ok" } else { "MISSED" }
     );
     drop(open_ones);
+}
 
+/// One tool call's journal append as the runtime sends it (four records, the two audit objects),
+/// straight to the workspace service: the share of a call that is storage.
+async fn append(ws: &mut WorkspaceServiceClient<Channel>, run_id: &str, seq: u64) {
+    let record = |kind: &str| {
+        pb::JournalEvent {
+        r#type: kind.to_owned(),
+        payload_json: json!({"invocationId": "bench", "callId": format!("c{seq}"), "toolId": "builtin:dice.roll", "alias": "dice_roll"}).to_string(),
+        ..Default::default()
+    }
+    };
+    let object = |dir: &str| {
+        pb::AuditObjectWrite {
+        path: format!("{dir}/bench/call_{seq:016x}.json"),
+        content: json!({"callId": format!("c{seq}"), "arguments": {"notation": "3d6+4"}, "result": {"content": "3d6+4 = 15", "isError": false}}).to_string().into_bytes(),
+        content_type: "application/json".into(),
+    }
+    };
+    ws.append_journal(pb::AppendJournalRequest {
+        run_id: run_id.to_owned(),
+        expected_seq: seq,
+        records: [
+            "tool_call_requested",
+            "tool_call_started",
+            "tool_call_completed",
+            "tool_result_stored",
+        ]
+        .into_iter()
+        .map(record)
+        .collect(),
+        epoch: 1,
+        objects: vec![object("tool-args"), object("tool-results")],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+}
+
+async fn latency(rt: &mut RuntimeServiceClient<Channel>, workspace_url: &str) {
+    let (echo_addr, _echo) = toolplane_testkit::spawn_echo_server().await.unwrap();
+    let mut echo = toolplane_testkit::connect_echo(echo_addr).await.unwrap();
+    // A run of its own for the direct appends, which the runtime never writes to.
+    let mut ws = WorkspaceServiceClient::new(channel(workspace_url).await);
+    let append_run = rt
+        .create_run(pb::CreateRunRequest {
+            profile_id: "bench".into(),
+            mode: pb::RunMode::Background as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .run
+        .unwrap();
+    let mut append_seq = append_run.last_seq + 1;
+    let mut t_append = Vec::new();
     // Latency: interleave echo, read and dice so load changes hit all three alike.
-    let mut inv = open(&mut rt).await;
+    let mut inv = open(rt).await;
     call(
-        &mut rt,
+        rt,
         &mut inv,
         0,
         "workspace_write_file",
@@ -165,7 +235,7 @@ async fn main() {
         let e = t.elapsed();
         let t = Instant::now();
         call(
-            &mut rt,
+            rt,
             &mut inv,
             n,
             "workspace_read_file",
@@ -175,26 +245,24 @@ async fn main() {
         let r = t.elapsed();
         n += 1;
         let t = Instant::now();
-        call(
-            &mut rt,
-            &mut inv,
-            n,
-            "dice_roll",
-            json!({"notation": "3d6+4"}),
-        )
-        .await;
+        call(rt, &mut inv, n, "dice_roll", json!({"notation": "3d6+4"})).await;
         let d = t.elapsed();
         n += 1;
+        let t = Instant::now();
+        append(&mut ws, &append_run.run_id, append_seq).await;
+        let a = t.elapsed();
+        append_seq += 4;
         if i >= 200 {
+            t_append.push(a);
             t_echo.push(e);
             t_read.push(r);
             t_dice.push(d);
         }
         if n > 900 {
-            inv = open(&mut rt).await;
+            inv = open(rt).await;
             n = 1;
             call(
-                &mut rt,
+                rt,
                 &mut inv,
                 0,
                 "workspace_write_file",
@@ -217,15 +285,23 @@ async fn main() {
         dice_m,
         if dice_ratio <= 4.0 { "ok" } else { "MISSED" }
     );
+    let append_m = median(t_append);
+    println!(
+        "of which storage: one call's AppendJournal straight to the workspace p50 {:?} = {:.2}× echo",
+        append_m,
+        append_m.as_secs_f64() / echo_m.as_secs_f64()
+    );
+}
 
+async fn throughput(rt: &mut RuntimeServiceClient<Channel>) {
     // Throughput at 1, 16 and 64 concurrent invocations, each a client doing dice turns back to back.
     let mut rates = Vec::new();
     for conc in [1usize, 16, 64] {
         let mut invs = Vec::new();
         for _ in 0..conc {
-            let mut inv = open(&mut rt).await;
+            let mut inv = open(rt).await;
             call(
-                &mut rt,
+                rt,
                 &mut inv,
                 10_000,
                 "workspace_write_file",
@@ -282,6 +358,4 @@ async fn main() {
         "64 vs 1: {scale:.2}× (target ≥ 8) {}",
         if scale >= 8.0 { "ok" } else { "MISSED" }
     );
-
-    plane.shutdown().await;
 }

@@ -305,15 +305,21 @@ impl WorkspaceGrpc {
         };
         let base = self.ws.tree().run_dir(&cell, &run_id);
         let key = (cell.clone(), run_id.clone());
-        let pending: std::collections::HashMap<String, crate::wal::PendingObject> =
-            self.ws.wal().pending_under(&key, "").into_iter().collect();
+        let logged: std::collections::HashMap<String, crate::wal::LogObject> = self
+            .ws
+            .wal()
+            .objects_under(&key, "")
+            .await?
+            .into_iter()
+            .map(|o| (o.path.clone(), o))
+            .collect();
         let token = req.page_token.clone();
         let include_hidden = req.include_hidden;
         let objects = self
             .ws
             .blocking(move |tree| {
                 let (mut files, _) = tree.list_files(&base, &prefix, usize::MAX)?;
-                files.extend(pending.keys().cloned());
+                files.extend(logged.keys().cloned());
                 files.sort();
                 files.dedup();
                 let mut out = Vec::new();
@@ -339,8 +345,8 @@ impl WorkspaceGrpc {
                             .unwrap_or_default();
                         break;
                     }
-                    let (bytes, modified) = match pending.get(&f) {
-                        Some(p) => (p.bytes.as_ref().clone(), Some(p.put_at_unix_ms)),
+                    let (bytes, modified) = match logged.get(&f) {
+                        Some(o) => (o.read()?.as_ref().clone(), Some(o.put_at_unix_ms)),
                         None => match tree.read(&base, &f)? {
                             Read::File(b) => (b, tree.modified_ms(&base, &f)),
                             _ => continue,
@@ -372,7 +378,7 @@ impl WorkspaceGrpc {
         path: &paths::WsPath,
     ) -> Result<Vec<u8>, WsError> {
         let key = (cell.to_owned(), run_id.to_owned());
-        if let Some(b) = self.ws.wal().pending_object(&key, path.as_str()) {
+        if let Some(b) = self.ws.wal().object_bytes(&key, path.as_str()).await? {
             return Ok(b.as_ref().clone());
         }
         let base = self.ws.tree().run_dir(cell, run_id);

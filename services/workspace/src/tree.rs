@@ -400,34 +400,6 @@ impl Tree {
             .map_err(|e| io_err("sync directory", &parent, e))
     }
 
-    /// Makes an audit object durable at `rel` under `base`: a fsynced temp file is linked into
-    /// place (`link` never replaces, never follows, and readers only ever see the whole file). If
-    /// something is already there (only after a crash, or a checkpoint redone), the log is the
-    /// authority and it is replaced with [`Tree::write_durable`]. Returns the directory whose
-    /// fsync makes the new entry durable (the caller syncs each directory once for a batch), or
-    /// `None` when nothing is left to sync.
-    pub fn project_durable(
-        &self,
-        base: &Path,
-        rel: &str,
-        bytes: &[u8],
-    ) -> Result<Option<PathBuf>, WsError> {
-        let (target, parent) = self.parent_and_prepare(base, rel)?;
-        self.check_target(&target)?;
-        let tmp = self.temp(bytes, true)?;
-        self.hooks.before_commit(&target);
-        let linked = self.fs.hard_link(&tmp, &target);
-        let _ = self.fs.remove_file(&tmp);
-        match linked {
-            Ok(()) => Ok(Some(parent)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                self.write_durable(base, rel, bytes)?;
-                Ok(None)
-            }
-            Err(e) => Err(io_err("link into place", &target, e)),
-        }
-    }
-
     /// `fsync` of a directory of the tree.
     pub fn sync_dir(&self, dir: &Path) -> Result<(), WsError> {
         self.fs

@@ -1,10 +1,10 @@
-//! The group-committed log: the journal's storage and the commit point of audit objects. Owns the
-//! log segments under `<data>/journal/`, the journal files they are checkpointed into
-//! (`<data>/journal/runs/<cell>/<run>/`), the projection of audit objects into run trees and the
+//! The group-committed log: the journal's storage and the home of audit objects. Owns the log
+//! segments under `<data>/journal/`, the journal files and object packs they are checkpointed
+//! into (`<data>/journal/runs/<cell>/<run>/`), each run's index of its audit objects and the
 //! in-memory tail of each journal; must never acknowledge a record before the fsync that covers
 //! it, never let a journal record become durable before an object it may name, never accept a
-//! second record for a sequence number, and never delete a segment before everything it holds is
-//! durable elsewhere.
+//! second record for a sequence number or a second object for a path, and never delete a segment
+//! before everything it holds is durable elsewhere.
 //!
 //! **Group commit.** One writer thread appends frames to the current segment. Whatever arrived
 //! while it was busy is written with one `write` and made durable with one `fsync`, then the
@@ -13,29 +13,33 @@
 //! objects come from puts or carried by the append of the records naming them (one job, objects
 //! first); either way an object is in the log no later than any record appended after it.
 //!
-//! **Checkpoints.** A checkpointer thread takes what the writer committed: it projects each audit
-//! object into its run tree durably (a fsynced temp file linked into place, each directory fsynced
-//! once per batch; several threads, so the kernel overlaps their fsyncs) — until then the object
-//! is served from memory (`pending`), and puts wait while too much is. Once the writer closes a segment (it passed
+//! **Checkpoints.** Until its segment is checkpointed an audit object is served from memory
+//! (`pending`; puts wait while too much is). Once the writer closes a segment (it passed
 //! `journal_segment_bytes`, or a checkpoint was asked for, or the service stops), the checkpointer
-//! writes each run's records of that segment into an immutable journal file
-//! (`<first seq>-<last seq>.jrn`, frames of encoded records, written to a temp file, fsynced and
-//! renamed into place, directory fsynced), writes a `sealed` marker for runs sealed in it, and
-//! only then deletes the segment (and fsyncs the directory). Segments are checkpointed strictly
-//! in order, so the journal files of a run are always its records 1..n without a gap.
+//! writes each run's objects of that segment into one immutable object pack
+//! (`objects-<segment>.pack`, frames of path, put time and bytes) and adds them to the run's
+//! object index, writes each run's records into an immutable journal file
+//! (`<first seq>-<last seq>.jrn`, frames of encoded records), writes a `sealed` marker for runs
+//! sealed in it — every file written to a temp file, fsynced, renamed into place and its
+//! directory fsynced — and only then deletes the segment (and fsyncs the directory). A tool call's
+//! two audit objects so cost no file of their own: a run's objects share one pack per segment.
+//! Segments are checkpointed strictly in order, so the journal files of a run are always its
+//! records 1..n without a gap.
 //!
 //! **Reads.** A journal in memory is its journal-file index, the records not yet checkpointed
-//! (the tail) and its seal state. Older records are read from the journal files through a bounded
-//! cache; a journal with no tail that nobody uses is dropped from memory after a checkpoint and
-//! reloaded from its directory when needed.
+//! (the tail), its seal state and the index of its checkpointed objects (path → pack, offset,
+//! size, digest). Older records are read from the journal files through a bounded cache; an object
+//! is read from its pack with one positioned read and its frame checksum verified. A journal with
+//! no tail that nobody uses is dropped from memory after a checkpoint and reloaded from its
+//! directory when needed.
 //!
 //! **Start.** Every remaining segment is read up to its first torn frame and checkpointed before
-//! the service serves: objects are rewritten durably (whatever a crash left at their path),
+//! the service serves: its object packs are rewritten (whatever a crash left under their names),
 //! records after a run's journal files are written to new ones, the segment is deleted. A crash
 //! at any point of a checkpoint leaves the segment in place, and the next start redoes it.
 
 use std::{
-    collections::{BTreeMap, HashMap, HashSet, VecDeque},
+    collections::{BTreeMap, HashMap, VecDeque},
     io,
     path::{Path, PathBuf},
     sync::{
@@ -60,18 +64,16 @@ use crate::{
 
 /// Most bytes one group writes (the rest waits for the next group).
 const GROUP_BYTES: usize = 16 * 1024 * 1024;
-/// Bytes of audit objects waiting for their durable projection above which puts wait.
+/// Bytes of audit objects waiting for their checkpoint above which puts wait.
 const MAX_PENDING_BYTES: u64 = 256 * 1024 * 1024;
+/// Largest segment: pending objects are bounded by the segments not yet checkpointed.
+const MAX_SEGMENT_BYTES: u64 = MAX_PENDING_BYTES / 4;
 /// Most records of one journal file.
 const FILE_RECORDS: usize = 4096;
 /// A journal file is closed once it passes this many bytes.
 const FILE_BYTES: usize = 4 * 1024 * 1024;
 /// Bytes of decoded journal files kept for reads.
 const CACHE_BYTES: usize = 32 * 1024 * 1024;
-/// Threads that project audit objects durably (their fsyncs overlap in the kernel).
-const PROJECT_THREADS: usize = 8;
-/// Objects gathered into one projection batch at most (more wait for the next).
-const PROJECT_BATCH: usize = 4096;
 const KIND_OBJECT: u8 = 1;
 const KIND_EVENT: u8 = 2;
 const KIND_SEAL: u8 = 3;
@@ -115,13 +117,14 @@ fn push_frame(out: &mut Vec<u8>, body: impl FnOnce(&mut Vec<u8>)) {
     out[at + 4..at + 12].copy_from_slice(&sum[..8]);
 }
 
-fn object_frame(out: &mut Vec<u8>, key: &RunKey, path: &str, bytes: &[u8]) {
+fn object_frame(out: &mut Vec<u8>, o: &ObjectRef) {
     push_frame(out, |b| {
         b.push(KIND_OBJECT);
-        put_str(b, key.0.as_bytes());
-        put_str(b, key.1.as_bytes());
-        put_str(b, path.as_bytes());
-        put_str(b, bytes);
+        put_str(b, o.key.0.as_bytes());
+        put_str(b, o.key.1.as_bytes());
+        put_str(b, o.path.as_bytes());
+        b.extend_from_slice(&o.put_at.to_le_bytes());
+        put_str(b, &o.bytes);
     });
 }
 
@@ -179,24 +182,28 @@ impl<'a> Cursor<'a> {
 /// The bodies of the intact frames of `data`, up to the first torn or corrupt one.
 fn frame_bodies(data: &[u8]) -> Vec<&[u8]> {
     let mut out = Vec::new();
-    let mut cur = Cursor(data);
-    while let Some(len) = cur.u32() {
-        let Some(sum) = cur.take(8) else { break };
-        let Some(body) = cur.take(len as usize) else {
-            break;
-        };
-        if Sha256::digest(body)[..8] != *sum {
-            break;
-        }
+    let mut rest = data;
+    while let Some((body, len)) = frame_body(rest) {
         out.push(body);
+        rest = rest.get(len..).unwrap_or_default();
     }
     out
+}
+
+/// The body of the intact frame at the start of `data`, and the frame's whole length.
+fn frame_body(data: &[u8]) -> Option<(&[u8], usize)> {
+    let mut cur = Cursor(data);
+    let len = cur.u32()? as usize;
+    let sum = cur.take(8)?;
+    let body = cur.take(len)?;
+    (Sha256::digest(body)[..8] == *sum).then_some((body, 12 + len))
 }
 
 enum Frame<'a> {
     Object {
         key: RunKey,
         path: String,
+        put_at: i64,
         bytes: &'a [u8],
     },
     Event {
@@ -220,6 +227,7 @@ fn parse_segment(data: &[u8]) -> Vec<Frame<'_>> {
                 KIND_OBJECT => Some(Frame::Object {
                     key,
                     path: b.string()?,
+                    put_at: b.u64()? as i64,
                     bytes: b.bytes()?,
                 }),
                 KIND_EVENT => {
@@ -251,6 +259,48 @@ fn parse_journal_file_name(name: &str) -> Option<(u64, u64)> {
     let (first, last) = name.strip_suffix(".jrn")?.split_once('-')?;
     Some((first.parse().ok()?, last.parse().ok()?))
 }
+
+fn pack_name(segment: u64) -> String {
+    format!("objects-{segment:010}.pack")
+}
+
+fn parse_pack_name(name: &str) -> Option<u64> {
+    name.strip_prefix("objects-")?
+        .strip_suffix(".pack")?
+        .parse()
+        .ok()
+}
+
+/// The first 16 bytes of the sha256 of `bytes`.
+fn digest16(bytes: &[u8]) -> [u8; 16] {
+    let sum = Sha256::digest(bytes);
+    let mut out = [0; 16];
+    out.copy_from_slice(&sum[..16]);
+    out
+}
+
+/// A pack frame's body: the object's path, when it was put, its bytes.
+fn parse_pack_body(body: &[u8]) -> Option<(String, i64, &[u8])> {
+    let mut b = Cursor(body);
+    let path = b.string()?;
+    let put_at = b.u64()? as i64;
+    Some((path, put_at, b.0))
+}
+
+/// Where a checkpointed audit object is: one frame of one of its run's object packs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PackLoc {
+    pack: u64,
+    offset: u64,
+    frame_len: usize,
+    size: u64,
+    put_at: i64,
+    /// Recognises a byte-identical retry without reading the pack.
+    digest: [u8; 16],
+}
+
+/// A run's checkpointed audit objects by path.
+type ObjectIndex = BTreeMap<String, PackLoc>;
 
 // ---------------------------------------------------------------------------------------------
 // Journal files and their cache
@@ -313,15 +363,20 @@ impl Files {
         format!("{}/{}/{name}", key.0, key.1)
     }
 
-    /// The journal files of a run (contiguous from 1) and whether it is sealed.
-    fn load(&self, key: &RunKey) -> Result<(Vec<(u64, u64)>, bool), WsError> {
+    /// The journal files of a run (contiguous from 1), whether it is sealed, and its object
+    /// packs (by segment, in order).
+    #[allow(clippy::type_complexity)]
+    fn load(&self, key: &RunKey) -> Result<(Vec<(u64, u64)>, bool, Vec<u64>), WsError> {
         let dir = self.runs.join(&key.0).join(&key.1);
         let entries = match self.fs.read_dir(&dir) {
             Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), false)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Ok((Vec::new(), false, Vec::new()));
+            }
             Err(e) => return Err(io_err("list journal files", &dir, e)),
         };
         let mut files = Vec::new();
+        let mut packs = Vec::new();
         let mut sealed = false;
         for entry in entries {
             if entry.kind != FileKind::File {
@@ -337,9 +392,12 @@ impl Files {
                 sealed = true;
             } else if let Some(range) = parse_journal_file_name(name) {
                 files.push(range);
+            } else if let Some(segment) = parse_pack_name(name) {
+                packs.push(segment);
             }
         }
         files.sort_unstable();
+        packs.sort_unstable();
         let mut expect = 1;
         for &(first, last) in &files {
             if first != expect || last < first {
@@ -350,7 +408,101 @@ impl Files {
             }
             expect = last + 1;
         }
-        Ok((files, sealed))
+        Ok((files, sealed, packs))
+    }
+
+    /// The index of the objects in a run's packs.
+    fn load_objects(&self, key: &RunKey, packs: &[u64]) -> Result<ObjectIndex, WsError> {
+        let mut index = ObjectIndex::new();
+        for &pack in packs {
+            let path = self.runs.join(Self::rel(key, &pack_name(pack)));
+            let data = self
+                .fs
+                .read(&path)
+                .map_err(|e| io_err("read object pack", &path, e))?;
+            let corrupt = |at: usize| {
+                WsError::io(format!(
+                    "corrupt object pack {}: bad frame at byte {at}",
+                    path.display()
+                ))
+            };
+            let mut at = 0;
+            while at < data.len() {
+                let frame = data.get(at..).ok_or_else(|| corrupt(at))?;
+                let (body, frame_len) = frame_body(frame).ok_or_else(|| corrupt(at))?;
+                let (name, put_at, bytes) = parse_pack_body(body).ok_or_else(|| corrupt(at))?;
+                index.insert(
+                    name,
+                    PackLoc {
+                        pack,
+                        offset: at as u64,
+                        frame_len,
+                        size: bytes.len() as u64,
+                        put_at,
+                        digest: digest16(bytes),
+                    },
+                );
+                at += frame_len;
+            }
+        }
+        Ok(index)
+    }
+
+    /// Writes a run's objects of one segment into its pack, durably; returns their index entries.
+    fn write_pack(
+        &self,
+        key: &RunKey,
+        segment: u64,
+        objects: &[&ObjectRef],
+    ) -> Result<Vec<(String, PackLoc)>, WsError> {
+        let mut buf = Vec::with_capacity(
+            objects
+                .iter()
+                .map(|o| o.bytes.len() + o.path.len() + 32)
+                .sum(),
+        );
+        let mut entries = Vec::with_capacity(objects.len());
+        for o in objects {
+            let at = buf.len();
+            push_frame(&mut buf, |b| {
+                put_str(b, o.path.as_bytes());
+                b.extend_from_slice(&o.put_at.to_le_bytes());
+                b.extend_from_slice(&o.bytes);
+            });
+            entries.push((
+                o.path.clone(),
+                PackLoc {
+                    pack: segment,
+                    offset: at as u64,
+                    frame_len: buf.len() - at,
+                    size: o.bytes.len() as u64,
+                    put_at: o.put_at,
+                    digest: digest16(&o.bytes),
+                },
+            ));
+        }
+        self.tree
+            .write_durable(&self.runs, &Self::rel(key, &pack_name(segment)), &buf)?;
+        Ok(entries)
+    }
+
+    /// A checkpointed object's bytes, its frame checksum verified.
+    fn read_object(&self, key: &RunKey, path: &str, loc: &PackLoc) -> Result<Vec<u8>, WsError> {
+        let pack = self.runs.join(Self::rel(key, &pack_name(loc.pack)));
+        let frame = self
+            .fs
+            .read_range(&pack, loc.offset, loc.frame_len)
+            .map_err(|e| io_err("read object pack", &pack, e))?;
+        match frame_body(&frame).and_then(|(body, _)| parse_pack_body(body)) {
+            Some((name, _, bytes)) if name == path && bytes.len() as u64 == loc.size => {
+                Ok(bytes.to_vec())
+            }
+            _ => Err(WsError::io(format!(
+                "corrupt object pack {}: the frame of {path} at byte {} does not hold it",
+                pack.display(),
+                loc.offset
+            ))),
+        }
     }
 
     fn read_file(
@@ -448,6 +600,8 @@ pub struct RunJournal {
     files: Arc<Files>,
     state: Mutex<JournalState>,
     committed: watch::Sender<u64>,
+    /// The run's checkpointed audit objects (the pending ones are in [`Shared::pending`]).
+    objects: Mutex<ObjectIndex>,
 }
 
 #[derive(Debug, Default)]
@@ -473,9 +627,11 @@ impl JournalState {
 
 impl RunJournal {
     fn load(key: RunKey, files: Arc<Files>) -> Result<RunJournal, WsError> {
-        let (ranges, sealed) = files.load(&key)?;
+        let (ranges, sealed, packs) = files.load(&key)?;
+        let objects = files.load_objects(&key, &packs)?;
         let on_disk = ranges.last().map_or(0, |r| r.1);
         Ok(RunJournal {
+            objects: Mutex::new(objects),
             key,
             files,
             state: Mutex::new(JournalState {
@@ -633,16 +789,70 @@ impl RunJournal {
 // ---------------------------------------------------------------------------------------------
 // Shared state, jobs and messages
 
-/// An audit object logged but not yet durable in its run tree.
+/// Audit objects whose segment is not checkpointed yet, per run and path.
+type PendingMap = HashMap<RunKey, BTreeMap<String, ObjectRef>>;
+
+/// An audit object the log holds: in memory until its segment is checkpointed, then in its run's
+/// object pack.
 #[derive(Debug, Clone)]
-pub struct PendingObject {
-    pub bytes: Arc<Vec<u8>>,
+pub struct LogObject {
+    pub path: String,
+    pub size: u64,
     /// When it was put (Unix ms).
     pub put_at_unix_ms: i64,
+    at: At,
 }
 
-/// Audit objects not yet durable in their run trees, per run and path.
-type PendingMap = HashMap<RunKey, BTreeMap<String, PendingObject>>;
+#[derive(Debug, Clone)]
+enum At {
+    Memory(Arc<Vec<u8>>),
+    Pack(Arc<RunJournal>, PackLoc),
+}
+
+impl LogObject {
+    /// An object held in memory, as the log holds one until its segment is checkpointed.
+    pub fn in_memory(path: String, bytes: Arc<Vec<u8>>, put_at_unix_ms: i64) -> LogObject {
+        LogObject {
+            path,
+            size: bytes.len() as u64,
+            put_at_unix_ms,
+            at: At::Memory(bytes),
+        }
+    }
+
+    /// The object's bytes. Blocking: a checkpointed object is read from its pack.
+    pub fn read(&self) -> Result<Arc<Vec<u8>>, WsError> {
+        match &self.at {
+            At::Memory(bytes) => Ok(Arc::clone(bytes)),
+            At::Pack(journal, loc) => journal
+                .files
+                .read_object(&journal.key, &self.path, loc)
+                .map(Arc::new),
+        }
+    }
+}
+
+/// What a log's map of objects (pending or checkpointed) says of a put at `path`: the same
+/// object, another one, one above it or below it — or nothing.
+fn held_in<V>(map: &BTreeMap<String, V>, path: &str, same: impl Fn(&V) -> bool) -> Option<Held> {
+    if let Some(v) = map.get(path) {
+        return Some(if same(v) {
+            Held::Same
+        } else {
+            Held::Other(format!("{path} exists"))
+        });
+    }
+    for (i, _) in path.match_indices('/') {
+        if map.contains_key(&path[..i]) {
+            return Some(Held::Other(format!("{} is an object", &path[..i])));
+        }
+    }
+    let below = format!("{path}/");
+    map.range(below.clone()..)
+        .next()
+        .is_some_and(|(p, _)| p.starts_with(&below))
+        .then(|| Held::Other(format!("{path} is a folder")))
+}
 
 /// What a put finds at an object's path.
 enum Held {
@@ -700,12 +910,14 @@ impl Shared {
     }
 }
 
-/// An audit object to project.
+/// An audit object on its way through the log.
 #[derive(Debug, Clone)]
 struct ObjectRef {
     key: RunKey,
     path: String,
     bytes: Arc<Vec<u8>>,
+    /// When it was put (Unix ms).
+    put_at: i64,
 }
 
 enum After {
@@ -803,7 +1015,7 @@ impl Wal {
             .collect();
         segments.sort_unstable();
         for n in &segments {
-            recover_segment(&fs, &dir, *n, &shared, &files, &tree)?;
+            recover_segment(&fs, &dir, *n, &shared, &files)?;
         }
         evict_idle(&shared);
         let next = segments.last().map_or(1, |n| n + 1);
@@ -821,7 +1033,7 @@ impl Wal {
             file,
             segment: next,
             size: 0,
-            segment_bytes,
+            segment_bytes: segment_bytes.min(MAX_SEGMENT_BYTES),
             shared: Arc::clone(&shared),
             notes: notes_tx,
             buf: Vec::new(),
@@ -830,7 +1042,7 @@ impl Wal {
             fs,
             dir,
             shared: Arc::clone(&shared),
-            tree: Arc::clone(&tree),
+            files: Arc::clone(&files),
             open: BTreeMap::new(),
             closed: VecDeque::new(),
         };
@@ -891,7 +1103,7 @@ impl Wal {
         }
     }
 
-    /// Waits while the durable projection is behind by more than [`MAX_PENDING_BYTES`].
+    /// Waits while more than [`MAX_PENDING_BYTES`] of objects wait for their checkpoint.
     async fn backpressure(&self) {
         loop {
             let projected = self.shared.projected.notified();
@@ -904,43 +1116,35 @@ impl Wal {
         }
     }
 
-    /// What `path` of a run holds now, as seen by a create-only put: pending objects first, then
-    /// the tree. A path under an object, or above one, is taken too (its projection could never
-    /// be made).
+    /// What `path` of a run holds now, as seen by a create-only put: the log's objects (pending,
+    /// then checkpointed), then the run's tree. A path under an object, or above one, is taken
+    /// too. The tree is probed in place: a few `lstat`s of a local directory.
     fn held(
         &self,
-        pending: Option<&BTreeMap<String, PendingObject>>,
-        base: &Path,
+        journal: &RunJournal,
+        pending: Option<&BTreeMap<String, ObjectRef>>,
         path: &str,
         bytes: &[u8],
     ) -> Result<Held, WsError> {
-        if let Some(pending) = pending {
-            if let Some(p) = pending.get(path) {
-                return Ok(if p.bytes.as_slice() == bytes {
-                    Held::Same
-                } else {
-                    Held::Other(format!("{path} exists"))
-                });
-            }
-            for (i, _) in path.match_indices('/') {
-                if pending.contains_key(&path[..i]) {
-                    return Ok(Held::Other(format!("{} is an object", &path[..i])));
-                }
-            }
-            let below = format!("{path}/");
-            if pending
-                .range(below.clone()..)
-                .next()
-                .is_some_and(|(p, _)| p.starts_with(&below))
-            {
-                return Ok(Held::Other(format!("{path} is a folder")));
+        if let Some(held) = pending.and_then(|p| held_in(p, path, |o| o.bytes.as_slice() == bytes))
+        {
+            return Ok(held);
+        }
+        {
+            let index = lock(&journal.objects);
+            let digest = || digest16(bytes);
+            if let Some(held) = held_in(&index, path, |loc| {
+                loc.size == bytes.len() as u64 && loc.digest == digest()
+            }) {
+                return Ok(held);
             }
         }
-        Ok(match self.tree.probe(base, path)? {
+        let base = self.tree.run_dir(&journal.key.0, &journal.key.1);
+        Ok(match self.tree.probe(&base, path)? {
             Entry::Absent => Held::Free,
             Entry::UnderFile => Held::Other(format!("a parent folder of {path} is a file")),
             Entry::Dir => Held::Other(format!("{path} is a folder")),
-            Entry::File => match self.tree.read(base, path)? {
+            Entry::File => match self.tree.read(&base, path)? {
                 Read::File(existing) if existing == bytes => Held::Same,
                 _ => Held::Other(format!("{path} exists")),
             },
@@ -955,19 +1159,33 @@ impl Wal {
                 .pending_bytes
                 .fetch_add(o.bytes.len() as u64, Ordering::AcqRel);
             self.shared.pending_count.fetch_add(1, Ordering::AcqRel);
-            run.insert(
-                o.path.clone(),
-                PendingObject {
-                    bytes: Arc::clone(&o.bytes),
-                    put_at_unix_ms: now_ms(),
-                },
-            );
+            run.insert(o.path.clone(), o.clone());
+        }
+    }
+
+    /// Refuses a put at a path the log or the tree already holds.
+    fn check_free(
+        &self,
+        journal: &RunJournal,
+        pending: Option<&BTreeMap<String, ObjectRef>>,
+        o: &ObjectRef,
+        allow_identical: bool,
+    ) -> Result<bool, WsError> {
+        match self.held(journal, pending, &o.path, &o.bytes)? {
+            Held::Free => Ok(true),
+            Held::Same if allow_identical => Ok(false),
+            Held::Same => Err(audit_exists(format!(
+                "{} exists; audit objects are never overwritten",
+                o.path
+            ))),
+            Held::Other(why) => Err(audit_exists(format!(
+                "{why}; audit objects are never overwritten"
+            ))),
         }
     }
 
     /// Claims `expected_seq` and sends the objects' and records' frames as one job (objects
-    /// first), or says that `expected_seq` is not next. Blocking when there are objects (their
-    /// paths are checked in the tree).
+    /// first), or says that `expected_seq` is not next.
     fn claim(
         &self,
         journal: &Arc<RunJournal>,
@@ -992,24 +1210,8 @@ impl Wal {
             });
         }
         let mut pending = lock(&self.shared.pending);
-        if !objects.is_empty() {
-            let base = self.tree.run_dir(&key.0, &key.1);
-            for o in &objects {
-                match self.held(pending.get(key), &base, &o.path, &o.bytes)? {
-                    Held::Free => {}
-                    Held::Same => {
-                        return Err(audit_exists(format!(
-                            "{} exists; audit objects are never overwritten",
-                            o.path
-                        )));
-                    }
-                    Held::Other(why) => {
-                        return Err(audit_exists(format!(
-                            "{why}; audit objects are never overwritten"
-                        )));
-                    }
-                }
-            }
+        for o in &objects {
+            self.check_free(journal, pending.get(key), o, false)?;
         }
         let last = expected_seq + records.len() as u64 - 1;
         let size: usize = objects
@@ -1021,7 +1223,7 @@ impl Wal {
             size + (objects.len() + records.len()) * (key.0.len() + key.1.len()),
         );
         for o in &objects {
-            object_frame(&mut frames, key, &o.path, &o.bytes);
+            object_frame(&mut frames, o);
         }
         for (i, record) in records.iter_mut().enumerate() {
             record.seq = expected_seq + i as u64;
@@ -1060,12 +1262,14 @@ impl Wal {
         objects: Vec<(String, Vec<u8>)>,
     ) -> Result<u64, WsError> {
         self.check()?;
+        let put_at = now_ms();
         let objects: Vec<ObjectRef> = objects
             .into_iter()
             .map(|(path, bytes)| ObjectRef {
                 key: key.clone(),
                 path,
                 bytes: Arc::new(bytes),
+                put_at,
             })
             .collect();
         if !objects.is_empty() {
@@ -1074,16 +1278,7 @@ impl Wal {
         let journal = self.journal(key).await?;
         let n = records.len() as u64;
         let last = expected_seq + n - 1;
-        let claim = if objects.is_empty() {
-            self.claim(&journal, expected_seq, records, objects)?
-        } else {
-            let this = Arc::clone(self);
-            let j = Arc::clone(&journal);
-            tokio::task::spawn_blocking(move || this.claim(&j, expected_seq, records, objects))
-                .await
-                .map_err(|e| WsError::io(format!("journal append task failed: {e}")))??
-        };
-        match claim {
+        match self.claim(&journal, expected_seq, records, objects)? {
             Claim::Sent(rx) => {
                 Self::wait(rx).await.inspect_err(|_| {
                     // The claim can not be rolled back safely once sent; the log is poisoned
@@ -1137,23 +1332,16 @@ impl Wal {
         if !same_records || objects.is_empty() {
             return Ok(same_records);
         }
-        let this = Arc::clone(self);
-        let key = journal.key.clone();
-        tokio::task::spawn_blocking(move || {
-            let base = this.tree.run_dir(&key.0, &key.1);
-            let pending = lock(&this.shared.pending);
-            for o in &objects {
-                if !matches!(
-                    this.held(pending.get(&key), &base, &o.path, &o.bytes)?,
-                    Held::Same
-                ) {
-                    return Ok(false);
-                }
+        let pending = lock(&self.shared.pending);
+        for o in &objects {
+            if !matches!(
+                self.held(journal, pending.get(&journal.key), &o.path, &o.bytes)?,
+                Held::Same
+            ) {
+                return Ok(false);
             }
-            Ok(true)
-        })
-        .await
-        .map_err(|e| WsError::io(format!("journal append task failed: {e}")))?
+        }
+        Ok(true)
     }
 
     /// Seals a run's journal: later appends fail, followers end after the last record.
@@ -1197,67 +1385,92 @@ impl Wal {
             key: key.clone(),
             path: path.to_owned(),
             bytes: Arc::new(bytes),
+            put_at: now_ms(),
         };
-        let this = Arc::clone(self);
-        let rx = tokio::task::spawn_blocking(
-            move || -> Result<Option<oneshot::Receiver<Result<(), String>>>, WsError> {
-                let base = this.tree.run_dir(&object.key.0, &object.key.1);
-                let mut pending = lock(&this.shared.pending);
-                match this.held(pending.get(&object.key), &base, &object.path, &object.bytes)? {
-                    Held::Free => {}
-                    Held::Same if allow_identical => return Ok(None),
-                    Held::Same => {
-                        return Err(audit_exists(format!(
-                            "{} exists; audit objects are never overwritten",
-                            object.path
-                        )));
-                    }
-                    Held::Other(why) => {
-                        return Err(audit_exists(format!(
-                            "{why}; audit objects are never overwritten"
-                        )));
-                    }
-                }
-                let mut frames = Vec::with_capacity(object.bytes.len() + object.path.len() + 64);
-                object_frame(&mut frames, &object.key, &object.path, &object.bytes);
-                let (tx, rx) = oneshot::channel();
-                this.send(Job::Append {
-                    frames,
-                    after: vec![After::Object(object.clone())],
-                    ack: sync.then_some(tx),
-                })?;
-                let key = object.key.clone();
-                this.hold(&mut pending, &key, std::slice::from_ref(&object));
-                Ok(Some(rx))
-            },
-        )
-        .await
-        .map_err(|e| WsError::io(format!("audit put task failed: {e}")))??;
-        match rx {
-            None => Ok(false),
-            Some(rx) if sync => Self::wait(rx).await.map(|()| true),
-            Some(_) => Ok(true),
+        let journal = self.journal(key).await?;
+        let rx = {
+            let mut pending = lock(&self.shared.pending);
+            if !self.check_free(&journal, pending.get(key), &object, allow_identical)? {
+                return Ok(false);
+            }
+            let mut frames = Vec::with_capacity(object.bytes.len() + object.path.len() + 64);
+            object_frame(&mut frames, &object);
+            let (tx, rx) = oneshot::channel();
+            self.send(Job::Append {
+                frames,
+                after: vec![After::Object(object.clone())],
+                ack: sync.then_some(tx),
+            })?;
+            self.hold(&mut pending, key, std::slice::from_ref(&object));
+            rx
+        };
+        if sync {
+            Self::wait(rx).await?;
+        }
+        Ok(true)
+    }
+
+    /// The audit object at `path` of a run, if the log holds one (its bytes are read with
+    /// [`LogObject::read`]).
+    pub async fn object(&self, key: &RunKey, path: &str) -> Result<Option<LogObject>, WsError> {
+        if let Some(o) = lock(&self.shared.pending)
+            .get(key)
+            .and_then(|run| run.get(path))
+        {
+            return Ok(Some(pending_entry(o)));
+        }
+        let journal = self.journal(key).await?;
+        let loc = lock(&journal.objects).get(path).copied();
+        Ok(loc.map(|loc| packed_entry(&journal, path.to_owned(), loc)))
+    }
+
+    /// The bytes of the audit object at `path` of a run, if the log holds one.
+    pub async fn object_bytes(
+        &self,
+        key: &RunKey,
+        path: &str,
+    ) -> Result<Option<Arc<Vec<u8>>>, WsError> {
+        match self.object(key, path).await? {
+            None => Ok(None),
+            Some(LogObject {
+                at: At::Memory(bytes),
+                ..
+            }) => Ok(Some(bytes)),
+            Some(o) => tokio::task::spawn_blocking(move || o.read())
+                .await
+                .map_err(|e| WsError::io(format!("audit read task failed: {e}")))?
+                .map(Some),
         }
     }
 
-    /// An audit object not yet durable in its run tree (readers check here before the tree).
-    pub fn pending_object(&self, key: &RunKey, path: &str) -> Option<Arc<Vec<u8>>> {
-        lock(&self.shared.pending)
-            .get(key)
-            .and_then(|run| run.get(path))
-            .map(|p| Arc::clone(&p.bytes))
-    }
-
-    /// Pending objects of a run under a path prefix.
-    pub fn pending_under(&self, key: &RunKey, prefix: &str) -> Vec<(String, PendingObject)> {
-        let pending = lock(&self.shared.pending);
-        let Some(run) = pending.get(key) else {
-            return Vec::new();
-        };
-        run.range(prefix.to_owned()..)
+    /// The audit objects of a run under a path prefix, by path.
+    pub async fn objects_under(
+        &self,
+        key: &RunKey,
+        prefix: &str,
+    ) -> Result<Vec<LogObject>, WsError> {
+        let mut out: BTreeMap<String, LogObject> = BTreeMap::new();
+        {
+            let pending = lock(&self.shared.pending);
+            if let Some(run) = pending.get(key) {
+                for (p, o) in run
+                    .range(prefix.to_owned()..)
+                    .take_while(|(p, _)| p.starts_with(prefix))
+                {
+                    out.insert(p.clone(), pending_entry(o));
+                }
+            }
+        }
+        let journal = self.journal(key).await?;
+        let index = lock(&journal.objects);
+        for (p, loc) in index
+            .range(prefix.to_owned()..)
             .take_while(|(p, _)| p.starts_with(prefix))
-            .map(|(p, o)| (p.clone(), o.clone()))
-            .collect()
+        {
+            out.entry(p.clone())
+                .or_insert_with(|| packed_entry(&journal, p.clone(), *loc));
+        }
+        Ok(out.into_values().collect())
     }
 
     /// Journals held in memory; the others live only in their journal files until needed.
@@ -1319,88 +1532,41 @@ fn evict_idle(shared: &Shared) {
     lock(&shared.journals).retain(|_, j| Arc::strong_count(j) > 1 || !j.idle());
 }
 
-/// Projects objects durably with several threads, then syncs the directories they were linked
-/// into, once each. Returns the indexes of the objects that are not durable, with a reason.
-fn project_all(tree: &Tree, objects: &[ObjectRef]) -> Vec<(usize, WsError)> {
-    let threads = PROJECT_THREADS.min(objects.len()).max(1);
-    let next = AtomicUsize::new(0);
-    let work = || {
-        let mut out = Vec::new();
-        loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(o) = objects.get(i) else { break };
-            let base = tree.run_dir(&o.key.0, &o.key.1);
-            out.push((i, tree.project_durable(&base, &o.path, &o.bytes)));
-        }
-        out
-    };
-    let mut results: Vec<Option<Result<Option<PathBuf>, WsError>>> = Vec::new();
-    results.resize_with(objects.len(), || None);
-    std::thread::scope(|scope| {
-        let helpers: Vec<_> = (1..threads)
-            .filter_map(|_| {
-                std::thread::Builder::new()
-                    .name("workspace-project".into())
-                    .spawn_scoped(scope, work)
-                    .ok()
-            })
-            .collect();
-        let mut parts = vec![work()];
-        parts.extend(helpers.into_iter().filter_map(|h| h.join().ok()));
-        for (i, r) in parts.into_iter().flatten() {
-            if let Some(slot) = results.get_mut(i) {
-                *slot = Some(r);
-            }
-        }
-    });
-    let dirs: Vec<PathBuf> = results
-        .iter()
-        .filter_map(|r| match r {
-            Some(Ok(Some(dir))) => Some(dir.clone()),
-            _ => None,
-        })
-        .collect::<HashSet<_>>()
-        .into_iter()
-        .collect();
-    let synced: Vec<Mutex<Option<WsError>>> = dirs.iter().map(|_| Mutex::new(None)).collect();
-    let next = AtomicUsize::new(0);
-    let sync = || {
-        loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let (Some(dir), Some(slot)) = (dirs.get(i), synced.get(i)) else {
-                break;
-            };
-            if let Err(e) = tree.sync_dir(dir) {
-                *lock(slot) = Some(e);
-            }
-        }
-    };
-    std::thread::scope(|scope| {
-        for _ in 1..threads.min(dirs.len()) {
-            let _ = std::thread::Builder::new()
-                .name("workspace-project".into())
-                .spawn_scoped(scope, sync);
-        }
-        sync();
-    });
-    let failed_dirs: HashMap<&PathBuf, String> = dirs
-        .iter()
-        .zip(&synced)
-        .filter_map(|(d, s)| lock(s).as_ref().map(|e| (d, e.to_string())))
-        .collect();
-    results
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, r)| match r {
-            Some(Ok(None)) => None,
-            Some(Ok(Some(dir))) => failed_dirs
-                .get(&dir)
-                .map(|e| (i, WsError::io(format!("sync {}: {e}", dir.display())))),
-            Some(Err(e)) => Some((i, e)),
-            // Its worker died: not known to be durable.
-            None => Some((i, WsError::io("audit projection did not run"))),
-        })
-        .collect()
+fn pending_entry(o: &ObjectRef) -> LogObject {
+    LogObject::in_memory(o.path.clone(), Arc::clone(&o.bytes), o.put_at)
+}
+
+fn packed_entry(journal: &Arc<RunJournal>, path: String, loc: PackLoc) -> LogObject {
+    LogObject {
+        path,
+        size: loc.size,
+        put_at_unix_ms: loc.put_at,
+        at: At::Pack(Arc::clone(journal), loc),
+    }
+}
+
+/// Writes each run's objects of a segment into the run's pack for that segment and adds them to
+/// the run's index; only then are they dropped from `pending`.
+fn store_objects(
+    shared: &Shared,
+    files: &Arc<Files>,
+    segment: u64,
+    objects: &[ObjectRef],
+) -> Result<(), WsError> {
+    let mut by_run: BTreeMap<&RunKey, Vec<&ObjectRef>> = BTreeMap::new();
+    for o in objects {
+        by_run.entry(&o.key).or_default().push(o);
+    }
+    for (key, objects) in by_run {
+        let entries = files.write_pack(key, segment, &objects)?;
+        let journal = journal_in(shared, files, key)?;
+        lock(&journal.objects).extend(entries);
+    }
+    for o in objects {
+        shared.unpend(&o.key, &o.path, &o.bytes);
+    }
+    shared.projected.notify_waiters();
+    Ok(())
 }
 
 /// Start-up: checkpoints one segment left by the previous run and deletes it.
@@ -1410,7 +1576,6 @@ fn recover_segment(
     n: u64,
     shared: &Shared,
     files: &Arc<Files>,
-    tree: &Tree,
 ) -> Result<(), WsError> {
     let path = dir.join(segment_name(n));
     let data = fs
@@ -1421,10 +1586,16 @@ fn recover_segment(
     let mut sealed: Vec<Arc<RunJournal>> = Vec::new();
     for frame in parse_segment(&data) {
         match frame {
-            Frame::Object { key, path, bytes } => objects.push(ObjectRef {
+            Frame::Object {
+                key,
+                path,
+                put_at,
+                bytes,
+            } => objects.push(ObjectRef {
                 key,
                 path,
                 bytes: Arc::new(bytes.to_vec()),
+                put_at,
             }),
             Frame::Event { key, event } => {
                 let journal = journal_in(shared, files, &key)?;
@@ -1449,12 +1620,11 @@ fn recover_segment(
             }
         }
     }
-    if let Some((i, e)) = project_all(tree, &objects).into_iter().next() {
-        let path = objects.get(i).map_or("", |o| o.path.as_str());
-        return Err(WsError::io(format!(
-            "restore audit object {path} from the journal log: {e}"
-        )));
-    }
+    store_objects(shared, files, n, &objects).map_err(|e| {
+        WsError::io(format!(
+            "restore the audit objects of segment {n} from the journal log: {e}"
+        ))
+    })?;
     for (journal, last) in touched.values() {
         journal.checkpoint(*last, false)?;
     }
@@ -1586,8 +1756,9 @@ impl Writer {
         self.file
             .write_all(&self.buf)
             .map_err(|e| format!("workspace.io: write journal: {e}"))?;
+        // The segment only grows: `fdatasync` covers its bytes and its size.
         self.file
-            .sync()
+            .sync_data()
             .map_err(|e| format!("workspace.io: sync journal: {e}"))?;
         self.size += self.buf.len() as u64;
         if self.buf.capacity() > GROUP_BYTES {
@@ -1644,15 +1815,14 @@ impl Writer {
 struct SegmentWork {
     runs: HashMap<RunKey, (Arc<RunJournal>, u64)>,
     seals: Vec<Arc<RunJournal>>,
-    /// Objects whose durable projection failed (still pending): retried at the checkpoint.
-    unprojected: Vec<ObjectRef>,
+    objects: Vec<ObjectRef>,
 }
 
 struct Checkpointer {
     fs: Arc<dyn Fs>,
     dir: PathBuf,
     shared: Arc<Shared>,
-    tree: Arc<Tree>,
+    files: Arc<Files>,
     open: BTreeMap<u64, SegmentWork>,
     /// Closed segments not yet checkpointed, in order, with whoever waits for them.
     closed: VecDeque<(u64, Vec<Ack>)>,
@@ -1661,8 +1831,6 @@ struct Checkpointer {
 impl Checkpointer {
     fn run(mut self, rx: mpsc::Receiver<Note>) {
         while let Ok(first) = rx.recv() {
-            // Objects of every group that arrived meanwhile are projected as one batch.
-            let mut objects: Vec<(u64, ObjectRef)> = Vec::new();
             let mut next = Some(first);
             let mut close = Vec::new();
             while let Some(note) = next.take() {
@@ -1682,16 +1850,13 @@ impl Checkpointer {
                             entry.1 = entry.1.max(last);
                         }
                         work.seals.extend(seals);
-                        objects.extend(o.into_iter().map(|o| (segment, o)));
+                        work.objects.extend(o);
                     }
                     Note::Closed { segment, done } => close.push((segment, done)),
                 }
-                if close.is_empty() && objects.len() < PROJECT_BATCH {
+                if close.is_empty() {
                     next = rx.try_recv().ok();
                 }
-            }
-            if !objects.is_empty() {
-                self.project(objects);
             }
             if close.is_empty() {
                 continue;
@@ -1705,28 +1870,6 @@ impl Checkpointer {
             // Also retries segments a failed checkpoint kept.
             self.checkpoint_closed();
         }
-    }
-
-    fn project(&mut self, objects: Vec<(u64, ObjectRef)>) {
-        let refs: Vec<ObjectRef> = objects.iter().map(|(_, o)| o.clone()).collect();
-        let failed = project_all(&self.tree, &refs);
-        let failed_at: HashSet<usize> = failed.iter().map(|(i, _)| *i).collect();
-        for (i, e) in &failed {
-            let path = refs.get(*i).map_or("", |o| o.path.as_str());
-            tracing::error!(error = %e, path, "durable audit projection failed; retried at the checkpoint");
-        }
-        for (i, (segment, object)) in objects.into_iter().enumerate() {
-            if failed_at.contains(&i) {
-                self.open
-                    .entry(segment)
-                    .or_default()
-                    .unprojected
-                    .push(object);
-            } else {
-                self.shared.unpend(&object.key, &object.path, &object.bytes);
-            }
-        }
-        self.shared.projected.notify_waiters();
     }
 
     /// Checkpoints closed segments in order, stopping at the first that fails (it stays, and is
@@ -1761,17 +1904,12 @@ impl Checkpointer {
     fn checkpoint(&mut self, segment: u64) -> Result<(), WsError> {
         // Everything of earlier segments is done (they were checkpointed first).
         let mut work = self.open.remove(&segment).unwrap_or_default();
-        if !work.unprojected.is_empty() {
-            let failed = project_all(&self.tree, &work.unprojected);
-            if let Some((_, e)) = failed.into_iter().next() {
-                self.open.insert(segment, work);
-                return Err(e);
-            }
-            for o in work.unprojected.drain(..) {
-                self.shared.unpend(&o.key, &o.path, &o.bytes);
-            }
-            self.shared.projected.notify_waiters();
+        // Objects before the records that may name them.
+        if let Err(e) = store_objects(&self.shared, &self.files, segment, &work.objects) {
+            self.open.insert(segment, work);
+            return Err(e);
         }
+        work.objects.clear();
         let mut result = Ok(());
         for (journal, last) in work.runs.values() {
             result = result.and_then(|()| journal.checkpoint(*last, false));

@@ -9,6 +9,7 @@ use toolplane_text::{Matcher, normalize_query};
 use toolplane_workspace::{
     tools::search::{ScanOptions, ScanOutcome, scan},
     tree::{NoHooks, Tree},
+    wal::LogObject,
 };
 
 struct Corpus {
@@ -16,7 +17,7 @@ struct Corpus {
     tree: Tree,
     base: std::path::PathBuf,
     files: Vec<String>,
-    pending: HashMap<String, Arc<Vec<u8>>>,
+    pending: HashMap<String, LogObject>,
     bytes: u64,
 }
 
@@ -71,14 +72,18 @@ fn corpus() -> Corpus {
         files.push(rel);
     }
     let mut pending = HashMap::new();
-    pending.insert(
-        files[10].clone(),
-        Arc::new(b"pending beta gamma\nbeta\n".to_vec()),
-    );
-    pending.insert(
-        "tool-results/i/only-pending.json".to_owned(),
-        Arc::new(b"{\"beta\": \"gamma\"}".to_vec()),
-    );
+    for (path, bytes) in [
+        (files[10].clone(), &b"pending beta gamma\nbeta\n"[..]),
+        (
+            "tool-results/i/only-pending.json".to_owned(),
+            &b"{\"beta\": \"gamma\"}"[..],
+        ),
+    ] {
+        pending.insert(
+            path.clone(),
+            LogObject::in_memory(path, Arc::new(bytes.to_vec()), 0),
+        );
+    }
     files.push("tool-results/i/only-pending.json".to_owned());
     // A listed file that disappeared before the scan is skipped, not counted.
     files.push("output/gone.md".to_owned());

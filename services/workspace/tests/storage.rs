@@ -384,14 +384,33 @@ async fn journals_are_checkpointed_into_files_and_read_back() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     assert!(files.len() > 1, "{files:?}");
-    assert_eq!(s.ws.wal().pending_count(), 0, "every object is projected");
+    assert_eq!(
+        s.ws.wal().pending_count(),
+        0,
+        "every object is in its run's packs"
+    );
     assert!(
-        s.run_dir("default", "r2")
-            .join("tool-args/i/call_0000000000000063.json")
-            .is_file()
+        files.iter().any(|f| f.ends_with(".pack")),
+        "objects are checkpointed into packs: {files:?}"
+    );
+    assert!(
+        !s.run_dir("default", "r2").join("tool-args").exists(),
+        "an audit object is no file of its own in the run tree"
     );
     // r2 is held by nobody and lives in its files only; r1 has a follower.
     assert_eq!(s.ws.wal().resident_journals(), 1);
+    // Its objects are read back from its packs.
+    let object = s
+        .storage
+        .get_object(pb::GetObjectRequest {
+            run_id: "r2".into(),
+            path: "tool-args/i/call_0000000000000063.json".into(),
+            cell_id: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!object.content.is_empty());
     // Pages that cross journal files, read from disk.
     let mut seqs = Vec::new();
     let mut from = 1;
@@ -1298,4 +1317,133 @@ async fn a_symlink_swapped_in_between_check_and_write_is_never_followed() {
         "{status:?}"
     );
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_objects_live_in_packs_and_read_list_and_search_like_files() {
+    let mut s = common::start().await;
+    s.run("default", "r1", "c", "i").await;
+    let result = "tool-results/i/call_00000000000000aa.json";
+    let summary = "summaries/child-result.md";
+    for (path, bytes) in [
+        (result, &b"{\"quokka\": \"found\"}"[..]),
+        (summary, &b"# Result\nthe quokka count is 3\n"[..]),
+    ] {
+        s.storage.put_audit_object(put(path, bytes)).await.unwrap();
+    }
+    let check = |s: &mut common::Service| {
+        let mut tools = s.tools.clone();
+        async move {
+            let read = common::call_with(
+                &mut tools,
+                "default",
+                "r1",
+                "i",
+                "workspace.read_file",
+                json!({"path": summary}),
+            )
+            .await
+            .unwrap();
+            assert!(
+                read.content.contains("the quokka count is 3"),
+                "{}",
+                read.content
+            );
+            let listed = common::call_with(
+                &mut tools,
+                "default",
+                "r1",
+                "i",
+                "workspace.list_files",
+                json!({"path": "tool-results"}),
+            )
+            .await
+            .unwrap();
+            assert!(listed.content.contains(result), "{}", listed.content);
+            let found = common::call_with(
+                &mut tools,
+                "default",
+                "r1",
+                "i",
+                "workspace.search_files",
+                json!({"query": "quokka"}),
+            )
+            .await
+            .unwrap();
+            assert!(
+                found.content.contains(result) && found.content.contains(summary),
+                "{}",
+                found.content
+            );
+            // A returned task's summary is an audit object: never changed, even after a read.
+            let write = common::call_with(
+                &mut tools,
+                "default",
+                "r1",
+                "i",
+                "workspace.write_file",
+                json!({"path": summary, "content": "rewritten"}),
+            )
+            .await
+            .unwrap();
+            assert_eq!(
+                write.error_code.as_deref(),
+                Some("workspace.path_not_writable")
+            );
+        }
+    };
+    // From memory, before the segment is checkpointed.
+    check(&mut s).await;
+    // From the run's pack, after a checkpoint; no file of the tree holds them.
+    s.ws.wal().checkpoint().await.unwrap();
+    assert_eq!(s.ws.wal().pending_count(), 0);
+    assert!(!s.run_dir("default", "r1").join("tool-results").exists());
+    assert!(!s.run_dir("default", "r1").join(summary).exists());
+    check(&mut s).await;
+    // A second object at a packed path is refused; the same bytes again are recognised.
+    let again = s
+        .storage
+        .put_audit_object(put(result, b"{\"other\": 1}"))
+        .await
+        .unwrap_err();
+    assert_eq!(again.code(), tonic::Code::AlreadyExists);
+    let mut same = put(result, b"{\"quokka\": \"found\"}");
+    same.allow_identical = true;
+    assert!(
+        !s.storage
+            .put_audit_object(same)
+            .await
+            .unwrap()
+            .into_inner()
+            .created
+    );
+    // After a restart the index is rebuilt from the packs.
+    s.ws.shutdown();
+    let store = toolplane_store::FsStore::open(s.data().join("store"), Default::default())
+        .await
+        .unwrap();
+    let ws = toolplane_workspace::Workspace::open_on_disk(
+        s.data(),
+        Arc::new(store),
+        Default::default(),
+        Arc::new(toolplane_workspace::tree::NoHooks),
+    )
+    .await
+    .unwrap();
+    let key = ("default".to_owned(), "r1".to_owned());
+    assert_eq!(
+        ws.wal()
+            .object_bytes(&key, result)
+            .await
+            .unwrap()
+            .as_deref()
+            .map(Vec::as_slice),
+        Some(&b"{\"quokka\": \"found\"}"[..])
+    );
+    let under = ws.wal().objects_under(&key, "summaries/").await.unwrap();
+    assert_eq!(
+        under.iter().map(|o| o.path.as_str()).collect::<Vec<_>>(),
+        [summary]
+    );
+    ws.shutdown();
 }

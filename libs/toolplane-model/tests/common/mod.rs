@@ -46,7 +46,7 @@ pub fn snapshot_for(invocation_id: &str) -> InvocationToolSnapshot {
     let entries = vec![
         CatalogEntry::usable(
             ToolOrigin::Builtin,
-            builtin::descriptor(builtin::DICE_ROLL).unwrap(),
+            builtin::descriptor(builtin::DICE_ROLL).unwrap().clone(),
         )
         .unwrap(),
         mcp(

@@ -32,6 +32,11 @@ pub trait FsFile: Send + fmt::Debug {
     fn write_all(&mut self, bytes: &[u8]) -> io::Result<()>;
     /// `fsync`: the file's contents are durable once this returns (its directory entry is not).
     fn sync(&mut self) -> io::Result<()>;
+    /// `fdatasync`: like [`FsFile::sync`] for the contents and what reading them needs (the
+    /// size), without flushing other metadata such as times.
+    fn sync_data(&mut self) -> io::Result<()> {
+        self.sync()
+    }
 }
 
 /// An exclusive advisory lock, released on drop.
@@ -56,6 +61,15 @@ pub trait Fs: Send + Sync + fmt::Debug {
     fn sync_dir(&self, path: &Path) -> io::Result<()>;
     /// The whole contents of a regular file.
     fn read(&self, path: &Path) -> io::Result<Vec<u8>>;
+    /// `len` bytes of a regular file from `offset`; `UnexpectedEof` when the file is shorter.
+    fn read_range(&self, path: &Path, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+        let all = self.read(path)?;
+        usize::try_from(offset)
+            .ok()
+            .and_then(|at| all.get(at..at.checked_add(len)?))
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))
+    }
     /// The entries of a directory, in no particular order, without `.` and `..`.
     fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>>;
     /// What is at `path`, without following a symlink there.
@@ -80,6 +94,10 @@ impl FsFile for RealFile {
 
     fn sync(&mut self) -> io::Result<()> {
         self.0.sync_all()
+    }
+
+    fn sync_data(&mut self) -> io::Result<()> {
+        self.0.sync_data()
     }
 }
 
@@ -176,6 +194,21 @@ impl Fs for RealFs {
             return Ok(bytes);
         }
         Err(io::Error::other(SwappedForSymlink))
+    }
+
+    #[cfg(unix)]
+    fn read_range(&self, path: &Path, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let file = File::open(path)?;
+        // As in `read`: only the regular file now at the path, never what a symlink points at.
+        let opened = file.metadata()?;
+        let at_path = std::fs::symlink_metadata(path)?;
+        if !opened.is_file() || !at_path.is_file() || !same_file(&opened, &at_path) {
+            return Err(io::Error::other(SwappedForSymlink));
+        }
+        let mut bytes = vec![0; len];
+        file.read_exact_at(&mut bytes, offset)?;
+        Ok(bytes)
     }
 
     fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {

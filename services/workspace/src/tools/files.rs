@@ -4,7 +4,7 @@
 //! read requiring a full read) and the answers the model reads; must never write outside a
 //! writable root or let a write to an existing file pass without a matching read-state.
 
-use std::{collections::HashMap, sync::Arc};
+use std::collections::HashMap;
 
 use serde_json::json;
 use toolplane_text::{Matcher, WindowRequest, check_text, line_count, normalize_query, window};
@@ -16,6 +16,7 @@ use crate::{
     paths::{self, Roots, WsPath},
     runs::FileRead,
     tree::Read,
+    wal::LogObject,
 };
 
 fn not_found(path: &WsPath) -> WsError {
@@ -65,7 +66,7 @@ fn run_base(call: &Call<'_>) -> std::path::PathBuf {
 /// Reads a visible file's bytes (audit objects still in flight in the journal included).
 async fn read_visible(call: &Call<'_>, path: &WsPath) -> Result<Read, WsError> {
     let key = (call.ctx.cell.clone(), call.ctx.run_id.clone());
-    if let Some(bytes) = call.ws.wal().pending_object(&key, path.as_str()) {
+    if let Some(bytes) = call.ws.wal().object_bytes(&key, path.as_str()).await? {
         return Ok(Read::File(bytes.as_ref().clone()));
     }
     let base = run_base(call);
@@ -173,6 +174,21 @@ struct Written {
     version: String,
 }
 
+/// Refuses a write to a path that holds an audit object (a returned task's summary under
+/// `summaries/`): audit objects are never changed.
+async fn refuse_audit_object(call: &Call<'_>, path: &WsPath) -> Result<(), WsError> {
+    let key = (call.ctx.cell.clone(), call.ctx.run_id.clone());
+    if call.ws.wal().object(&key, path.as_str()).await?.is_some() {
+        return Err(WsError::tool(
+            "workspace.path_not_writable",
+            format!(
+                "{path} is the record of a returned task and is never changed; write to a new file instead"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 pub async fn write_file(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsError> {
     let path = paths::parse(args.required_str("path")?, false)?;
     let content = args.required_str("content")?.to_owned();
@@ -188,6 +204,7 @@ pub async fn write_file(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsErr
     };
     paths::require_writable(&roots_of(call), &path)?;
     call.ctx.guard.check(&path)?;
+    refuse_audit_object(call, &path).await?;
     check_write_limits(call, &path, &content)?;
     call.ws
         .runs()
@@ -284,6 +301,7 @@ pub async fn apply_patch(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsEr
     let replace_all = args.bool("replace_all").unwrap_or(false);
     paths::require_writable(&roots_of(call), &path)?;
     call.ctx.guard.check(&path)?;
+    refuse_audit_object(call, &path).await?;
     if old.is_empty() {
         return Err(WsError::tool(
             "workspace.patch_invalid",
@@ -402,7 +420,7 @@ fn scopes(call: &Call<'_>, raw: Option<&str>) -> Result<Vec<String>, WsError> {
     }
 }
 
-/// Lists the visible files under the scopes (pending audit objects included); errors when a
+/// Lists the visible files under the scopes (the log's audit objects included); errors when a
 /// named scope does not exist.
 async fn files_under(
     call: &Call<'_>,
@@ -413,11 +431,19 @@ async fn files_under(
     let base = run_base(call);
     let guard = call.ctx.guard.clone();
     let key = (call.ctx.cell.clone(), call.ctx.run_id.clone());
-    let pending: Vec<String> = scopes
-        .iter()
-        .flat_map(|s| call.ws.wal().pending_under(&key, &format!("{s}/")))
-        .map(|(p, _)| p)
-        .collect();
+    let mut logged: Vec<String> = Vec::new();
+    for scope in &scopes {
+        let below = format!("{scope}/");
+        logged.extend(
+            call.ws
+                .wal()
+                .objects_under(&key, scope)
+                .await?
+                .into_iter()
+                .map(|o| o.path)
+                .filter(|p| p == scope || p.starts_with(&below)),
+        );
+    }
     let (mut files, truncated) = call
         .ws
         .blocking(move |tree| {
@@ -434,7 +460,10 @@ async fn files_under(
                     }
                     _ if named => {
                         let path = paths::parse(scope, true)?;
-                        if !pending.iter().any(|p| p == scope) {
+                        if !logged
+                            .iter()
+                            .any(|p| p == scope || p.starts_with(&format!("{scope}/")))
+                        {
                             return Err(not_found(&path));
                         }
                     }
@@ -442,7 +471,7 @@ async fn files_under(
                 }
             }
             // Duplicates go with the sort and dedup below.
-            out.extend(pending);
+            out.extend(logged);
             out.retain(|f| {
                 paths::parse(f, false)
                     .map(|p| guard.check(&p).is_ok())
@@ -497,12 +526,13 @@ pub async fn search_files(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsE
     let limits = call.ws.limits().clone();
     let (files, list_truncated) = files_under(call, scopes, limits.max_search_files, named).await?;
     let key = (call.ctx.cell.clone(), call.ctx.run_id.clone());
-    let pending: HashMap<String, Arc<Vec<u8>>> = call
+    let logged: HashMap<String, LogObject> = call
         .ws
         .wal()
-        .pending_under(&key, "")
+        .objects_under(&key, "")
+        .await?
         .into_iter()
-        .map(|(p, o)| (p, o.bytes))
+        .map(|o| (o.path.clone(), o))
         .collect();
     let base = run_base(call);
     let matcher = Matcher::new(query);
@@ -517,7 +547,7 @@ pub async fn search_files(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsE
                 max_snippet_chars: limits.max_snippet_chars,
                 threads: budget.threads(),
             };
-            search::scan(tree, &base, &files, &pending, &matcher, &options)
+            search::scan(tree, &base, &files, &logged, &matcher, &options)
         })
         .await?;
     let search::ScanOutcome {

@@ -14,10 +14,7 @@
 use std::{
     collections::HashMap,
     path::Path,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
-    },
+    sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
 };
 
 use toolplane_text::{Matcher, check_text, hunks, line_count, truncate_chars};
@@ -26,6 +23,7 @@ use crate::{
     engine::sha256_hex,
     error::WsError,
     tree::{CheckedDirs, Read, Tree},
+    wal::LogObject,
 };
 
 /// Files a worker claims at once: small enough that the budget check stays close to the scan
@@ -100,7 +98,7 @@ struct Scan<'a> {
     tree: &'a Tree,
     base: &'a Path,
     files: &'a [String],
-    pending: &'a HashMap<String, Arc<Vec<u8>>>,
+    logged: &'a HashMap<String, LogObject>,
     matcher: &'a Matcher,
     options: &'a ScanOptions,
 }
@@ -108,8 +106,16 @@ struct Scan<'a> {
 impl Scan<'_> {
     fn examine(&self, file: &str, checked: &mut CheckedDirs) -> Examined {
         let read;
-        let bytes: &[u8] = match self.pending.get(file) {
-            Some(b) => b.as_slice(),
+        let logged;
+        let bytes: &[u8] = match self.logged.get(file) {
+            Some(o) if o.size > self.options.max_file_bytes => return Examined::Large(o.size),
+            Some(o) => match o.read() {
+                Ok(b) => {
+                    logged = b;
+                    logged.as_slice()
+                }
+                Err(e) => return Examined::Failed(e),
+            },
             None => match self.tree.read_scanned(self.base, file, checked) {
                 Ok(Read::File(b)) => {
                     read = b;
@@ -260,13 +266,13 @@ impl Scan<'_> {
     }
 }
 
-/// Scans `files` (run-relative paths under `base`; `pending` holds audit objects not yet in the
-/// tree) for `matcher`'s terms.
+/// Scans `files` (run-relative paths under `base`; `logged` holds the audit objects the log keeps,
+/// which are not in the tree) for `matcher`'s terms.
 pub fn scan(
     tree: &Tree,
     base: &Path,
     files: &[String],
-    pending: &HashMap<String, Arc<Vec<u8>>>,
+    logged: &HashMap<String, LogObject>,
     matcher: &Matcher,
     options: &ScanOptions,
 ) -> Result<ScanOutcome, WsError> {
@@ -274,7 +280,7 @@ pub fn scan(
         tree,
         base,
         files,
-        pending,
+        logged,
         matcher,
         options,
     }
