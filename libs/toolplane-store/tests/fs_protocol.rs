@@ -304,17 +304,25 @@ mod real_fs {
         assert!(!dead.exists(), "dead session's temp files removed");
         assert!(!root.join(".toolplane/tmp/12345-dead-0.lock").exists());
         assert!(!root.join(".toolplane/tmp/orphan").exists());
-        let sessions = std::fs::read_dir(root.join(".toolplane/tmp"))
-            .unwrap()
-            .count();
+        let sessions = || {
+            std::fs::read_dir(root.join(".toolplane/tmp"))
+                .unwrap()
+                .count()
+        };
         assert_eq!(
-            sessions, 4,
-            "two live sessions, each a directory and a lock file"
+            sessions(),
+            2,
+            "the live session, a directory and a lock file; the second has not written yet"
         );
 
         // Both stores keep working; temp files never show up as keys nor linger.
         live.put_create(&key("b"), b"b".to_vec()).await.unwrap();
         second.put_create(&key("c"), b"c".to_vec()).await.unwrap();
+        assert_eq!(
+            sessions(),
+            4,
+            "two live sessions, each a directory and a lock file"
+        );
         let listed = second.list(None, None, 10).await.unwrap().keys;
         assert_eq!(listed, [key("a"), key("b"), key("c")]);
         assert!(temp_files(&root).is_empty(), "{:?}", temp_files(&root));

@@ -16,9 +16,9 @@
 //! **Checkpoints.** Until its segment is checkpointed an audit object is served from memory
 //! (`pending`; puts wait while too much is). Once the writer closes a segment (it passed
 //! `journal_segment_bytes`, or a checkpoint was asked for, or the service stops), the checkpointer
-//! writes each run's objects of that segment into one immutable object pack
-//! (`objects-<segment>.pack`, frames of path, put time and bytes) and adds them to the run's
-//! object index, writes each run's records into an immutable journal file
+//! writes each run's objects of that segment into one new immutable object pack of the run
+//! (`objects-<n>.pack`, numbered per run; frames of path, put time and bytes) and adds them to
+//! the run's object index, writes each run's records into an immutable journal file
 //! (`<first seq>-<last seq>.jrn`, frames of encoded records), writes a `sealed` marker for runs
 //! sealed in it — every file written to a temp file, fsynced, renamed into place and its
 //! directory fsynced — and only then deletes the segment (and fsyncs the directory). A tool call's
@@ -34,8 +34,9 @@
 //! directory when needed.
 //!
 //! **Start.** Every remaining segment is read up to its first torn frame and checkpointed before
-//! the service serves: its object packs are rewritten (whatever a crash left under their names),
-//! records after a run's journal files are written to new ones, the segment is deleted. A crash
+//! the service serves: its objects go to new packs (those a cut-short checkpoint already packed
+//! are skipped), records after a run's journal files are written to new ones, the segment is
+//! deleted. A crash
 //! at any point of a checkpoint leaves the segment in place, and the next start redoes it.
 
 use std::{
@@ -260,8 +261,8 @@ fn parse_journal_file_name(name: &str) -> Option<(u64, u64)> {
     Some((first.parse().ok()?, last.parse().ok()?))
 }
 
-fn pack_name(segment: u64) -> String {
-    format!("objects-{segment:010}.pack")
+fn pack_name(n: u64) -> String {
+    format!("objects-{n:010}.pack")
 }
 
 fn parse_pack_name(name: &str) -> Option<u64> {
@@ -363,8 +364,8 @@ impl Files {
         format!("{}/{}/{name}", key.0, key.1)
     }
 
-    /// The journal files of a run (contiguous from 1), whether it is sealed, and its object
-    /// packs (by segment, in order).
+    /// The journal files of a run (contiguous from 1), whether it is sealed, and the numbers of
+    /// its object packs, in order.
     #[allow(clippy::type_complexity)]
     fn load(&self, key: &RunKey) -> Result<(Vec<(u64, u64)>, bool, Vec<u64>), WsError> {
         let dir = self.runs.join(&key.0).join(&key.1);
@@ -392,8 +393,8 @@ impl Files {
                 sealed = true;
             } else if let Some(range) = parse_journal_file_name(name) {
                 files.push(range);
-            } else if let Some(segment) = parse_pack_name(name) {
-                packs.push(segment);
+            } else if let Some(n) = parse_pack_name(name) {
+                packs.push(n);
             }
         }
         files.sort_unstable();
@@ -448,11 +449,11 @@ impl Files {
         Ok(index)
     }
 
-    /// Writes a run's objects of one segment into its pack, durably; returns their index entries.
+    /// Writes objects into the run's pack number `pack`, durably; returns their index entries.
     fn write_pack(
         &self,
         key: &RunKey,
-        segment: u64,
+        pack: u64,
         objects: &[&ObjectRef],
     ) -> Result<Vec<(String, PackLoc)>, WsError> {
         let mut buf = Vec::with_capacity(
@@ -472,7 +473,7 @@ impl Files {
             entries.push((
                 o.path.clone(),
                 PackLoc {
-                    pack: segment,
+                    pack,
                     offset: at as u64,
                     frame_len: buf.len() - at,
                     size: o.bytes.len() as u64,
@@ -482,7 +483,7 @@ impl Files {
             ));
         }
         self.tree
-            .write_durable(&self.runs, &Self::rel(key, &pack_name(segment)), &buf)?;
+            .write_durable(&self.runs, &Self::rel(key, &pack_name(pack)), &buf)?;
         Ok(entries)
     }
 
@@ -602,6 +603,8 @@ pub struct RunJournal {
     committed: watch::Sender<u64>,
     /// The run's checkpointed audit objects (the pending ones are in [`Shared::pending`]).
     objects: Mutex<ObjectIndex>,
+    /// The number of the run's last pack (0: none). Only the checkpointer writes packs.
+    last_pack: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -632,6 +635,7 @@ impl RunJournal {
         let on_disk = ranges.last().map_or(0, |r| r.1);
         Ok(RunJournal {
             objects: Mutex::new(objects),
+            last_pack: AtomicU64::new(packs.last().copied().unwrap_or(0)),
             key,
             files,
             state: Mutex::new(JournalState {
@@ -1018,19 +1022,14 @@ impl Wal {
             recover_segment(&fs, &dir, *n, &shared, &files)?;
         }
         evict_idle(&shared);
+        // The next segment is created by the first group written into it.
         let next = segments.last().map_or(1, |n| n + 1);
-        let path = dir.join(segment_name(next));
-        let file = fs
-            .create_new(&path)
-            .map_err(|e| io_err("create journal segment", &path, e))?;
-        fs.sync_dir(&dir)
-            .map_err(|e| io_err("sync journal directory", &dir, e))?;
         let (tx, rx) = mpsc::channel::<Job>();
         let (notes_tx, notes_rx) = mpsc::channel::<Note>();
         let writer = Writer {
             fs: Arc::clone(&fs),
             dir: dir.clone(),
-            file,
+            file: None,
             segment: next,
             size: 0,
             segment_bytes: segment_bytes.min(MAX_SEGMENT_BYTES),
@@ -1545,12 +1544,12 @@ fn packed_entry(journal: &Arc<RunJournal>, path: String, loc: PackLoc) -> LogObj
     }
 }
 
-/// Writes each run's objects of a segment into the run's pack for that segment and adds them to
+/// Writes each run's objects of a segment into a new pack of the run (its packs are numbered
+/// 1, 2, … per run, so a run that lives through restarts never reuses a name) and adds them to
 /// the run's index; only then are they dropped from `pending`.
 fn store_objects(
     shared: &Shared,
     files: &Arc<Files>,
-    segment: u64,
     objects: &[ObjectRef],
 ) -> Result<(), WsError> {
     let mut by_run: BTreeMap<&RunKey, Vec<&ObjectRef>> = BTreeMap::new();
@@ -1558,8 +1557,21 @@ fn store_objects(
         by_run.entry(&o.key).or_default().push(o);
     }
     for (key, objects) in by_run {
-        let entries = files.write_pack(key, segment, &objects)?;
         let journal = journal_in(shared, files, key)?;
+        // Objects already packed by a checkpoint that a crash cut short are not packed again.
+        let objects: Vec<&ObjectRef> = {
+            let index = lock(&journal.objects);
+            objects
+                .into_iter()
+                .filter(|o| !index.contains_key(&o.path))
+                .collect()
+        };
+        if objects.is_empty() {
+            continue;
+        }
+        let pack = journal.last_pack.load(Ordering::Acquire) + 1;
+        let entries = files.write_pack(key, pack, &objects)?;
+        journal.last_pack.store(pack, Ordering::Release);
         lock(&journal.objects).extend(entries);
     }
     for o in objects {
@@ -1620,7 +1632,7 @@ fn recover_segment(
             }
         }
     }
-    store_objects(shared, files, n, &objects).map_err(|e| {
+    store_objects(shared, files, &objects).map_err(|e| {
         WsError::io(format!(
             "restore the audit objects of segment {n} from the journal log: {e}"
         ))
@@ -1646,7 +1658,9 @@ fn recover_segment(
 struct Writer {
     fs: Arc<dyn Fs>,
     dir: PathBuf,
-    file: Box<dyn FsFile>,
+    /// The current segment; `None` until its first group (a segment that would stay empty is
+    /// never created).
+    file: Option<Box<dyn FsFile>>,
     segment: u64,
     size: u64,
     segment_bytes: u64,
@@ -1753,12 +1767,27 @@ impl Writer {
                 self.buf.extend_from_slice(frames);
             }
         }
-        self.file
-            .write_all(&self.buf)
+        let file = match &mut self.file {
+            Some(file) => file,
+            None => {
+                let path = self.dir.join(segment_name(self.segment));
+                let file = self
+                    .fs
+                    .create_new(&path)
+                    .map_err(|e| format!("workspace.io: create segment {}: {e}", path.display()))?;
+                self.fs.sync_dir(&self.dir).map_err(|e| {
+                    format!(
+                        "workspace.io: sync journal directory {}: {e}",
+                        self.dir.display()
+                    )
+                })?;
+                self.file.insert(file)
+            }
+        };
+        file.write_all(&self.buf)
             .map_err(|e| format!("workspace.io: write journal: {e}"))?;
         // The segment only grows: `fdatasync` covers its bytes and its size.
-        self.file
-            .sync_data()
+        file.sync_data()
             .map_err(|e| format!("workspace.io: sync journal: {e}"))?;
         self.size += self.buf.len() as u64;
         if self.buf.capacity() > GROUP_BYTES {
@@ -1768,7 +1797,7 @@ impl Writer {
         Ok(())
     }
 
-    /// Starts a new segment and hands the closed one to the checkpointer.
+    /// Closes the current segment and hands it to the checkpointer.
     fn roll(&mut self, done: Option<Ack>) {
         if self.shared.poisoned.load(Ordering::Acquire) {
             if let Some(done) = done {
@@ -1778,32 +1807,15 @@ impl Writer {
             }
             return;
         }
-        let next = self.segment + 1;
-        let path = self.dir.join(segment_name(next));
-        let created = self
-            .fs
-            .create_new(&path)
-            .and_then(|file| self.fs.sync_dir(&self.dir).map(|()| file));
-        match created {
-            Ok(file) => {
-                let closed = self.segment;
-                self.file = file;
-                self.segment = next;
-                self.size = 0;
-                let _ = self.notes.send(Note::Closed {
-                    segment: closed,
-                    done,
-                });
-            }
-            Err(e) => {
-                let message = format!("workspace.io: create segment {}: {e}", path.display());
-                tracing::error!(error = %message, "journal segment roll failed");
-                self.shared.poisoned.store(true, Ordering::Release);
-                if let Some(done) = done {
-                    let _ = done.send(Err(message));
-                }
-            }
-        }
+        // The next segment is created by its first group.
+        let closed = self.segment;
+        self.file = None;
+        self.segment += 1;
+        self.size = 0;
+        let _ = self.notes.send(Note::Closed {
+            segment: closed,
+            done,
+        });
     }
 }
 
@@ -1905,7 +1917,7 @@ impl Checkpointer {
         // Everything of earlier segments is done (they were checkpointed first).
         let mut work = self.open.remove(&segment).unwrap_or_default();
         // Objects before the records that may name them.
-        if let Err(e) = store_objects(&self.shared, &self.files, segment, &work.objects) {
+        if let Err(e) = store_objects(&self.shared, &self.files, &work.objects) {
             self.open.insert(segment, work);
             return Err(e);
         }

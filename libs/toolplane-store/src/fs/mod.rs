@@ -86,7 +86,11 @@ pub struct FsStore {
 struct Inner {
     fs: Arc<dyn Fs>,
     root: PathBuf,
-    session_dir: PathBuf,
+    /// `<root>/.toolplane/tmp`: one directory per session for its temp files.
+    tmp: PathBuf,
+    /// This session's temp directory and its lock, made by the first write (an open that only
+    /// reads creates nothing and syncs nothing).
+    session: Mutex<Option<Session>>,
     locks_dir: PathBuf,
     options: StoreOptions,
     key_locks: KeyLocks,
@@ -98,8 +102,13 @@ struct Inner {
     /// put pays for the parents' fsyncs once per directory instead of once per put.
     durable_dirs: Mutex<HashSet<PathBuf>>,
     temp_seq: AtomicU64,
-    /// Held for the session's life; its release (even by a crash) lets the next open clean up.
-    _session_lock: Box<dyn FsLock>,
+}
+
+#[derive(Debug)]
+struct Session {
+    dir: PathBuf,
+    /// Held for the session's life; its release (even by a crash) lets the next session clean up.
+    _lock: Box<dyn FsLock>,
 }
 
 /// What a key's path holds.
@@ -240,43 +249,59 @@ impl Inner {
         for dir in [&meta, &tmp, &locks_dir] {
             created |= ensure_dir(fs.as_ref(), dir)?;
         }
-        // The root may have been created by a process that never synced it; syncing once per
-        // open makes everything below it safe to build on.
-        if let Some(parent) = root.parent() {
-            fs.sync_dir(parent)
-                .map_err(|e| io_at("sync directory", parent, e))?;
-        }
         if created {
             for dir in [&root, &meta] {
                 fs.sync_dir(dir)
                     .map_err(|e| io_at("sync directory", dir, e))?;
             }
         }
-
-        let session = session_name();
-        let session_lock_path = tmp.join(format!("{session}{LOCK_SUFFIX}"));
-        // Lock first, then create the directory: a session directory whose lock is free belongs
-        // to a dead session.
-        let session_lock = fs
-            .lock(&session_lock_path)
-            .map_err(|e| io_at("lock session", &session_lock_path, e))?;
-        let session_dir = tmp.join(&session);
-        fs.create_dir(&session_dir)
-            .map_err(|e| io_at("create session directory", &session_dir, e))?;
-        clean_dead_sessions(fs.as_ref(), &tmp, &session)?;
-
+        // Temp files a dead session left go now, whether or not this one writes.
+        clean_dead_sessions(fs.as_ref(), &tmp, "")?;
         Ok(Inner {
             fs,
             root,
-            session_dir,
+            tmp,
+            session: Mutex::new(None),
             locks_dir,
             options,
             key_locks: KeyLocks::default(),
             tree: RwLock::new(()),
             durable_dirs: Mutex::new(HashSet::new()),
             temp_seq: AtomicU64::new(0),
-            _session_lock: session_lock,
         })
+    }
+
+    /// This session's temp directory, made on first use: the root's parent is synced (the root
+    /// may have been created by a process that never synced it; once per session makes
+    /// everything below it safe to build on), the session's lock taken and its directory
+    /// created.
+    fn session_dir(&self) -> Result<PathBuf, StoreError> {
+        let mut session = lock(&self.session);
+        if let Some(s) = session.as_ref() {
+            return Ok(s.dir.clone());
+        }
+        if let Some(parent) = self.root.parent() {
+            self.fs
+                .sync_dir(parent)
+                .map_err(|e| io_at("sync directory", parent, e))?;
+        }
+        let name = session_name();
+        let lock_path = self.tmp.join(format!("{name}{LOCK_SUFFIX}"));
+        // Lock first, then create the directory: a session directory whose lock is free belongs
+        // to a dead session.
+        let session_lock = self
+            .fs
+            .lock(&lock_path)
+            .map_err(|e| io_at("lock session", &lock_path, e))?;
+        let dir = self.tmp.join(&name);
+        self.fs
+            .create_dir(&dir)
+            .map_err(|e| io_at("create session directory", &dir, e))?;
+        *session = Some(Session {
+            dir: dir.clone(),
+            _lock: session_lock,
+        });
+        Ok(dir)
     }
 
     fn path_of(&self, key: &Key) -> PathBuf {
@@ -342,7 +367,7 @@ impl Inner {
     /// Writes `bytes` to a new temp file in this session's directory and fsyncs it.
     fn write_temp(&self, bytes: &[u8]) -> Result<PathBuf, StoreError> {
         let seq = self.temp_seq.fetch_add(1, Ordering::Relaxed);
-        let path = self.session_dir.join(format!("{TEMP_FILE_PREFIX}{seq}"));
+        let path = self.session_dir()?.join(format!("{TEMP_FILE_PREFIX}{seq}"));
         let mut file = self
             .fs
             .create_new(&path)
