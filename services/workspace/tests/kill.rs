@@ -18,9 +18,26 @@ use toolplane_proto::v1::{
     workspace_service_client::WorkspaceServiceClient,
 };
 
-fn spawn(data: &std::path::Path) -> (Child, String) {
-    // Small segments: checkpoints (projections made durable, journal files written, segments
-    // deleted) run all the time, so the kill lands in one too.
+/// The service process, killed when dropped: a failed assertion never leaves it running.
+struct Service(Child);
+
+impl Service {
+    /// SIGKILL: no shutdown path runs.
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn spawn(data: &std::path::Path) -> (Service, String) {
+    // Small segments: checkpoints (object packs and journal files written, segments deleted)
+    // run all the time, so the kill lands in one too.
     let config = data.join("workspace.toml");
     std::fs::write(&config, "[limits]\njournal_segment_bytes = 32768\n").unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolplane-workspace"))
@@ -48,7 +65,7 @@ fn spawn(data: &std::path::Path) -> (Child, String) {
         .strip_prefix("listening on ")
         .expect("listening line")
         .to_owned();
-    (child, format!("http://{addr}"))
+    (Service(child), format!("http://{addr}"))
 }
 
 async fn clients(url: &str) -> (WorkspaceServiceClient<Channel>, ToolExecutorClient<Channel>) {
@@ -177,9 +194,7 @@ async fn sigkill_mid_writes_loses_nothing_acknowledged() {
         }));
     }
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    // SIGKILL: no shutdown path runs.
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill();
     for t in tasks {
         let _ = t.await;
     }
@@ -305,6 +320,5 @@ async fn sigkill_mid_writes_loses_nothing_acknowledged() {
             "{run}: acknowledged write {last} lost (found {version})"
         );
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill();
 }
