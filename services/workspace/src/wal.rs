@@ -75,9 +75,12 @@ const FILE_RECORDS: usize = 4096;
 const FILE_BYTES: usize = 4 * 1024 * 1024;
 /// Bytes of decoded journal files kept for reads.
 const CACHE_BYTES: usize = 32 * 1024 * 1024;
-const KIND_OBJECT: u8 = 1;
+/// An audit object without its put time (segments written before put times were logged).
+const KIND_OBJECT_UNTIMED: u8 = 1;
 const KIND_EVENT: u8 = 2;
 const KIND_SEAL: u8 = 3;
+/// An audit object with the time it was put.
+const KIND_OBJECT: u8 = 4;
 const SEALED: &str = "sealed";
 
 /// `(cell, run)`.
@@ -216,10 +219,12 @@ enum Frame<'a> {
     },
 }
 
-/// The intact frames of a segment, up to the first torn or corrupt one.
-fn parse_segment(data: &[u8]) -> Vec<Frame<'_>> {
+/// The intact frames of a segment, up to the first torn or corrupt one. A frame whose checksum
+/// holds but whose body cannot be read (another version's frame, or a bug) is an error: the
+/// records after it are not silently dropped.
+fn parse_segment(data: &[u8]) -> Result<Vec<Frame<'_>>, String> {
     let mut out = Vec::new();
-    for body in frame_bodies(data) {
+    for (i, body) in frame_bodies(data).into_iter().enumerate() {
         let mut b = Cursor(body);
         let parsed = (|| {
             let kind = b.take(1)?[0];
@@ -229,6 +234,12 @@ fn parse_segment(data: &[u8]) -> Vec<Frame<'_>> {
                     key,
                     path: b.string()?,
                     put_at: b.u64()? as i64,
+                    bytes: b.bytes()?,
+                }),
+                KIND_OBJECT_UNTIMED => Some(Frame::Object {
+                    key,
+                    path: b.string()?,
+                    put_at: now_ms(),
                     bytes: b.bytes()?,
                 }),
                 KIND_EVENT => {
@@ -242,10 +253,15 @@ fn parse_segment(data: &[u8]) -> Vec<Frame<'_>> {
         })();
         match parsed {
             Some(f) => out.push(f),
-            None => break,
+            None => {
+                return Err(format!(
+                    "frame {i} is whole but cannot be read (kind {})",
+                    body.first().copied().unwrap_or(0)
+                ));
+            }
         }
     }
-    out
+    Ok(out)
 }
 
 fn segment_name(n: u64) -> String {
@@ -280,12 +296,14 @@ fn digest16(bytes: &[u8]) -> [u8; 16] {
     out
 }
 
-/// A pack frame's body: the object's path, when it was put, its bytes.
-fn parse_pack_body(body: &[u8]) -> Option<(String, i64, &[u8])> {
+/// A pack frame's body: the object's path, when it was put, the digest of its bytes (so an index
+/// is built without hashing), its bytes.
+fn parse_pack_body(body: &[u8]) -> Option<(String, i64, [u8; 16], &[u8])> {
     let mut b = Cursor(body);
     let path = b.string()?;
     let put_at = b.u64()? as i64;
-    Some((path, put_at, b.0))
+    let digest = b.take(16)?.try_into().ok()?;
+    Some((path, put_at, digest, b.0))
 }
 
 /// Where a checkpointed audit object is: one frame of one of its run's object packs.
@@ -427,23 +445,30 @@ impl Files {
                     path.display()
                 ))
             };
+            // A pack is only ever whole (written, synced, then renamed into place): its frames
+            // are walked by their lengths here, and each checksum is verified when it is read.
             let mut at = 0;
             while at < data.len() {
-                let frame = data.get(at..).ok_or_else(|| corrupt(at))?;
-                let (body, frame_len) = frame_body(frame).ok_or_else(|| corrupt(at))?;
-                let (name, put_at, bytes) = parse_pack_body(body).ok_or_else(|| corrupt(at))?;
+                let body = data
+                    .get(at..at + 4)
+                    .and_then(|b| b.try_into().ok())
+                    .map(|b| u32::from_le_bytes(b) as usize)
+                    .and_then(|len| data.get(at + 12..at + 12 + len))
+                    .ok_or_else(|| corrupt(at))?;
+                let (name, put_at, digest, bytes) =
+                    parse_pack_body(body).ok_or_else(|| corrupt(at))?;
                 index.insert(
                     name,
                     PackLoc {
                         pack,
                         offset: at as u64,
-                        frame_len,
+                        frame_len: 12 + body.len(),
                         size: bytes.len() as u64,
                         put_at,
-                        digest: digest16(bytes),
+                        digest,
                     },
                 );
-                at += frame_len;
+                at += 12 + body.len();
             }
         }
         Ok(index)
@@ -465,9 +490,11 @@ impl Files {
         let mut entries = Vec::with_capacity(objects.len());
         for o in objects {
             let at = buf.len();
+            let digest = digest16(&o.bytes);
             push_frame(&mut buf, |b| {
                 put_str(b, o.path.as_bytes());
                 b.extend_from_slice(&o.put_at.to_le_bytes());
+                b.extend_from_slice(&digest);
                 b.extend_from_slice(&o.bytes);
             });
             entries.push((
@@ -478,12 +505,25 @@ impl Files {
                     frame_len: buf.len() - at,
                     size: o.bytes.len() as u64,
                     put_at: o.put_at,
-                    digest: digest16(&o.bytes),
+                    digest,
                 },
             ));
         }
-        self.tree
-            .write_durable(&self.runs, &Self::rel(key, &pack_name(pack)), &buf)?;
+        // A pack is never replaced: finding one under the name means this journal's idea of
+        // the run's packs is out of date, and writing would lose the objects in it.
+        let rel = Self::rel(key, &pack_name(pack));
+        let path = self.runs.join(&rel);
+        match self.fs.symlink_metadata(&path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Ok(_) => {
+                return Err(WsError::io(format!(
+                    "object pack {} exists already; packs are never replaced",
+                    path.display()
+                )));
+            }
+            Err(e) => return Err(io_err("inspect object pack", &path, e)),
+        }
+        self.tree.write_durable(&self.runs, &rel, &buf)?;
         Ok(entries)
     }
 
@@ -495,7 +535,7 @@ impl Files {
             .read_range(&pack, loc.offset, loc.frame_len)
             .map_err(|e| io_err("read object pack", &pack, e))?;
         match frame_body(&frame).and_then(|(body, _)| parse_pack_body(body)) {
-            Some((name, _, bytes)) if name == path && bytes.len() as u64 == loc.size => {
+            Some((name, _, _, bytes)) if name == path && bytes.len() as u64 == loc.size => {
                 Ok(bytes.to_vec())
             }
             _ => Err(WsError::io(format!(
@@ -889,11 +929,14 @@ fn audit_exists(message: String) -> WsError {
 struct Shared {
     poisoned: AtomicBool,
     journals: Mutex<HashMap<RunKey, Arc<RunJournal>>>,
-    /// Audit objects logged but not yet projected durably, per run and path.
+    /// Bumped (under the `journals` lock) whenever a journal is dropped from memory: a load
+    /// that started before may have read files the dropped journal had already outgrown.
+    evictions: AtomicU64,
+    /// Audit objects whose segment is not checkpointed yet, per run and path.
     pending: Mutex<PendingMap>,
     pending_bytes: AtomicU64,
     pending_count: AtomicUsize,
-    /// Woken whenever pending objects were projected.
+    /// Woken whenever pending objects were checkpointed.
     projected: Notify,
 }
 
@@ -1516,19 +1559,38 @@ fn journal_in(
     files: &Arc<Files>,
     key: &RunKey,
 ) -> Result<Arc<RunJournal>, WsError> {
-    if let Some(j) = lock(&shared.journals).get(key) {
-        return Ok(Arc::clone(j));
+    loop {
+        let generation = {
+            let journals = lock(&shared.journals);
+            if let Some(j) = journals.get(key) {
+                return Ok(Arc::clone(j));
+            }
+            shared.evictions.load(Ordering::Acquire)
+        };
+        // Loaded without the lock (it reads the run's files).
+        let loaded = Arc::new(RunJournal::load(key.clone(), Arc::clone(files))?);
+        let mut journals = lock(&shared.journals);
+        // Another caller may have loaded it meanwhile: the first one in the map wins.
+        if let Some(j) = journals.get(key) {
+            return Ok(Arc::clone(j));
+        }
+        // A journal dropped while this one loaded may have written files this load missed
+        // (a journal file, a pack): load again rather than bring back an outdated copy.
+        if shared.evictions.load(Ordering::Acquire) == generation {
+            journals.insert(key.clone(), Arc::clone(&loaded));
+            return Ok(loaded);
+        }
     }
-    let loaded = Arc::new(RunJournal::load(key.clone(), Arc::clone(files))?);
-    // Another caller may have loaded it meanwhile: the first one in the map wins.
-    Ok(Arc::clone(
-        lock(&shared.journals).entry(key.clone()).or_insert(loaded),
-    ))
 }
 
 /// Drops journals that nobody holds and that live entirely in their files.
 fn evict_idle(shared: &Shared) {
-    lock(&shared.journals).retain(|_, j| Arc::strong_count(j) > 1 || !j.idle());
+    let mut journals = lock(&shared.journals);
+    let before = journals.len();
+    journals.retain(|_, j| Arc::strong_count(j) > 1 || !j.idle());
+    if journals.len() != before {
+        shared.evictions.fetch_add(1, Ordering::AcqRel);
+    }
 }
 
 fn pending_entry(o: &ObjectRef) -> LogObject {
@@ -1596,7 +1658,13 @@ fn recover_segment(
     let mut objects = Vec::new();
     let mut touched: HashMap<RunKey, (Arc<RunJournal>, u64)> = HashMap::new();
     let mut sealed: Vec<Arc<RunJournal>> = Vec::new();
-    for frame in parse_segment(&data) {
+    let frames = parse_segment(&data).map_err(|e| {
+        WsError::io(format!(
+            "journal segment {}: {e}; it is kept and the service does not start rather than drop what follows",
+            path.display()
+        ))
+    })?;
+    for frame in frames {
         match frame {
             Frame::Object {
                 key,
@@ -1943,5 +2011,59 @@ impl Checkpointer {
         self.fs
             .sync_dir(&self.dir)
             .map_err(|e| io_err("sync journal directory", &self.dir, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> RunKey {
+        ("default".to_owned(), "r1".to_owned())
+    }
+
+    #[test]
+    fn segments_with_untimed_object_frames_still_parse() {
+        // An object frame as segments held it before put times were logged, then a record.
+        let mut data = Vec::new();
+        push_frame(&mut data, |b| {
+            b.push(KIND_OBJECT_UNTIMED);
+            put_str(b, b"default");
+            put_str(b, b"r1");
+            put_str(b, b"tool-args/i/call_0000000000000001.json");
+            put_str(b, b"{}");
+        });
+        let event = JournalEvent {
+            seq: 1,
+            r#type: "tool_call_requested".into(),
+            ..Default::default()
+        };
+        event_frame(&mut data, &key(), &event);
+        let frames = parse_segment(&data).unwrap();
+        assert_eq!(frames.len(), 2);
+        assert!(
+            matches!(&frames[0], Frame::Object { path, bytes, .. } if path == "tool-args/i/call_0000000000000001.json" && *bytes == b"{}")
+        );
+        assert!(matches!(&frames[1], Frame::Event { event: e, .. } if e.seq == 1));
+    }
+
+    #[test]
+    fn a_whole_frame_that_cannot_be_read_is_an_error_not_a_torn_tail() {
+        let mut data = Vec::new();
+        seal_frame(&mut data, &key());
+        push_frame(&mut data, |b| {
+            b.push(9);
+            put_str(b, b"default");
+            put_str(b, b"r1");
+        });
+        match parse_segment(&data) {
+            Err(e) => assert!(e.contains("frame 1"), "{e}"),
+            Ok(frames) => panic!("{} frames parsed", frames.len()),
+        }
+        // A torn tail is not an error: the frames before it are the segment.
+        let mut torn = Vec::new();
+        seal_frame(&mut torn, &key());
+        torn.extend_from_slice(&[7, 0, 0, 0, 1, 2]);
+        assert_eq!(parse_segment(&torn).unwrap().len(), 1);
     }
 }
