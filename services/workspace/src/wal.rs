@@ -30,8 +30,8 @@
 //! (the tail), its seal state and the index of its checkpointed objects (path → pack, offset,
 //! size, digest). Older records are read from the journal files through a bounded cache; an object
 //! is read from its pack with one positioned read and its frame checksum verified. A journal with
-//! no tail that nobody uses is dropped from memory after a checkpoint and reloaded from its
-//! directory when needed.
+//! no tail that nobody holds or looked up since the previous checkpoint is dropped from memory
+//! and reloaded from its directory when needed.
 //!
 //! **Start.** Every remaining segment is read up to its first torn frame and checkpointed before
 //! the service serves: its objects go to new packs (those a cut-short checkpoint already packed
@@ -645,6 +645,9 @@ pub struct RunJournal {
     objects: Mutex<ObjectIndex>,
     /// The number of the run's last pack (0: none). Only the checkpointer writes packs.
     last_pack: AtomicU64,
+    /// Looked up since the last eviction pass: a journal in use is not dropped (reloading
+    /// it would rebuild its object index from its packs).
+    used: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -676,6 +679,7 @@ impl RunJournal {
         Ok(RunJournal {
             objects: Mutex::new(objects),
             last_pack: AtomicU64::new(packs.last().copied().unwrap_or(0)),
+            used: AtomicBool::new(true),
             key,
             files,
             state: Mutex::new(JournalState {
@@ -1110,6 +1114,7 @@ impl Wal {
     /// is not in memory.
     pub async fn journal(&self, key: &RunKey) -> Result<Arc<RunJournal>, WsError> {
         if let Some(j) = lock(&self.shared.journals).get(key) {
+            j.used.store(true, Ordering::Relaxed);
             return Ok(Arc::clone(j));
         }
         let shared = Arc::clone(&self.shared);
@@ -1563,6 +1568,7 @@ fn journal_in(
         let generation = {
             let journals = lock(&shared.journals);
             if let Some(j) = journals.get(key) {
+                j.used.store(true, Ordering::Relaxed);
                 return Ok(Arc::clone(j));
             }
             shared.evictions.load(Ordering::Acquire)
@@ -1583,11 +1589,15 @@ fn journal_in(
     }
 }
 
-/// Drops journals that nobody holds and that live entirely in their files.
+/// Drops journals that nobody holds, that live entirely in their files and that nobody looked up
+/// since the previous pass (so a run in use keeps its journal and object index in memory; an
+/// idle one goes after one checkpoint interval).
 fn evict_idle(shared: &Shared) {
     let mut journals = lock(&shared.journals);
     let before = journals.len();
-    journals.retain(|_, j| Arc::strong_count(j) > 1 || !j.idle());
+    journals.retain(|_, j| {
+        Arc::strong_count(j) > 1 || !j.idle() || j.used.swap(false, Ordering::Relaxed)
+    });
     if journals.len() != before {
         shared.evictions.fetch_add(1, Ordering::AcqRel);
     }
