@@ -54,18 +54,22 @@ struct Inv {
     turn: String,
 }
 
+/// A background run of the bench profile.
+async fn create_run(rt: &mut RuntimeServiceClient<Channel>) -> pb::Run {
+    rt.create_run(pb::CreateRunRequest {
+        profile_id: "bench".into(),
+        mode: pb::RunMode::Background as i32,
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .run
+    .unwrap()
+}
+
 async fn open(rt: &mut RuntimeServiceClient<Channel>) -> Inv {
-    let run = rt
-        .create_run(pb::CreateRunRequest {
-            profile_id: "bench".into(),
-            mode: pb::RunMode::Background as i32,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .run
-        .unwrap();
+    let run = create_run(rt).await;
     let inv = rt
         .open_invocation(pb::OpenInvocationRequest {
             run_id: run.run_id,
@@ -200,17 +204,7 @@ async fn latency(rt: &mut RuntimeServiceClient<Channel>, workspace_url: &str) {
     let mut echo = toolplane_testkit::connect_echo(echo_addr).await.unwrap();
     // A run of its own for the direct appends, which the runtime never writes to.
     let mut ws = WorkspaceServiceClient::new(channel(workspace_url).await);
-    let append_run = rt
-        .create_run(pb::CreateRunRequest {
-            profile_id: "bench".into(),
-            mode: pb::RunMode::Background as i32,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .run
-        .unwrap();
+    let append_run = create_run(rt).await;
     let mut append_seq = append_run.last_seq + 1;
     let mut t_append = Vec::new();
     // Latency: interleave echo, read and dice so load changes hit all three alike.

@@ -26,6 +26,46 @@ pub const HIDDEN_ROOTS: [&str; 4] = ["input", "tool-args", "model-responses", "j
 /// The projected chat-level persistent root.
 pub const PERSIST_ROOT: &str = "persist";
 
+/// Whether `path` (a parsed workspace path, `/`-separated) has the shape of an audit object's
+/// path: `tool-args/<invocation>/call_<16 lowercase hex>.json`, `tool-results/<invocation>/…`,
+/// `input/…`, `model-responses/…`, `agent-results/<invocation>.json` or
+/// `summaries/<invocation>-result.md`. No other path ever holds one.
+pub fn is_audit_path(path: &str) -> bool {
+    let segments: Vec<&str> = path.split('/').collect();
+    match segments.first().copied() {
+        Some("tool-args") => {
+            segments.len() == 3
+                && segments[2].len() == "call_.json".len() + 16
+                && segments[2].starts_with("call_")
+                && segments[2].ends_with(".json")
+                && segments[2][5..21]
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        }
+        Some("tool-results") => segments.len() >= 3,
+        Some("input") | Some("model-responses") => segments.len() >= 2,
+        // A returned task's result and its Markdown summary, named by the child invocation.
+        Some("agent-results") => segments.len() == 2 && segments[1].ends_with(".json"),
+        Some("summaries") => segments.len() == 2 && segments[1].ends_with("-result.md"),
+        _ => false,
+    }
+}
+
+/// Whether audit objects may lie under `prefix` (a path prefix; empty means everywhere).
+pub fn may_hold_audit_paths(prefix: &str) -> bool {
+    let root = prefix.split('/').next().unwrap_or("");
+    root.is_empty()
+        || matches!(
+            root,
+            "tool-args"
+                | "tool-results"
+                | "input"
+                | "model-responses"
+                | "agent-results"
+                | "summaries"
+        )
+}
+
 pub const MAX_PATH_BYTES: usize = 1024;
 pub const MAX_SEGMENT_BYTES: usize = 255;
 pub const MAX_SEGMENTS: usize = 32;

@@ -76,24 +76,7 @@ fn storage_path(raw: &str) -> Result<paths::WsPath, WsError> {
 
 fn audit_path(raw: &str) -> Result<paths::WsPath, WsError> {
     let path = storage_path(raw)?;
-    let segments: Vec<&str> = path.segments().collect();
-    let ok = match segments.first().copied() {
-        Some("tool-args") => {
-            segments.len() == 3
-                && segments[2].len() == "call_.json".len() + 16
-                && segments[2].starts_with("call_")
-                && segments[2].ends_with(".json")
-                && segments[2][5..21]
-                    .bytes()
-                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-        }
-        Some("tool-results") => segments.len() >= 3,
-        Some("input") | Some("model-responses") => segments.len() >= 2,
-        // A returned task's result and its Markdown summary, named by the child invocation.
-        Some("agent-results") => segments.len() == 2 && segments[1].ends_with(".json"),
-        Some("summaries") => segments.len() == 2 && segments[1].ends_with("-result.md"),
-        _ => false,
-    };
+    let ok = paths::is_audit_path(path.as_str());
     if ok {
         Ok(path)
     } else {

@@ -6,9 +6,7 @@
 //! Durable replace: write a temp file under `<data>/tmp/`, fsync it, `rename(2)` it over the
 //! target, fsync the target's directory (and, once, the parents of directories it created) — the
 //! same steps as a bare durable write, so a tool write costs one file fsync and one directory
-//! fsync. Audit projection: the same, with `link(2)` (fails if the name exists) instead of
-//! `rename`, and the directory fsync left to the caller so a batch syncs each directory once.
-//! Temp files are spread over shard folders of `<data>/tmp/` so concurrent writers do not all
+//! fsync. The journal log's files (journal files, object packs) are written the same way. Temp files are spread over shard folders of `<data>/tmp/` so concurrent writers do not all
 //! contend for one folder.
 //!
 //! Symlinks: every component below the run directory is checked with `lstat` before use; a
@@ -329,7 +327,8 @@ impl Tree {
         Ok(())
     }
 
-    fn temp(&self, bytes: &[u8], sync: bool) -> Result<PathBuf, WsError> {
+    /// A new temp file holding `bytes`, fsynced.
+    fn temp(&self, bytes: &[u8]) -> Result<PathBuf, WsError> {
         let n = self.seq.fetch_add(1, Ordering::Relaxed);
         // Spread over shard folders: concurrent writers would otherwise all take the one temp
         // folder's lock to create and to remove their files.
@@ -341,9 +340,7 @@ impl Tree {
             .fs
             .create_new(&tmp)
             .map_err(|e| io_err("create temp file", &tmp, e))?;
-        let written = file
-            .write_all(bytes)
-            .and_then(|()| if sync { file.sync() } else { Ok(()) });
+        let written = file.write_all(bytes).and_then(|()| file.sync());
         if let Err(e) = written {
             let _ = self.fs.remove_file(&tmp);
             return Err(io_err("write temp file", &tmp, e));
@@ -380,7 +377,7 @@ impl Tree {
     pub fn write_durable(&self, base: &Path, rel: &str, bytes: &[u8]) -> Result<(), WsError> {
         let (target, parent) = self.parent_and_prepare(base, rel)?;
         self.check_target(&target)?;
-        let tmp = self.temp(bytes, true)?;
+        let tmp = self.temp(bytes)?;
         self.hooks.before_commit(&target);
         // Re-check right before the rename: a symlink or folder that appeared meanwhile is
         // refused rather than replaced.
@@ -398,13 +395,6 @@ impl Tree {
         self.fs
             .sync_dir(&parent)
             .map_err(|e| io_err("sync directory", &parent, e))
-    }
-
-    /// `fsync` of a directory of the tree.
-    pub fn sync_dir(&self, dir: &Path) -> Result<(), WsError> {
-        self.fs
-            .sync_dir(dir)
-            .map_err(|e| io_err("sync directory", dir, e))
     }
 
     /// When the file at `rel` under `base` was last modified (Unix ms), if the filesystem layer

@@ -60,6 +60,7 @@ use toolplane_store::fs::{FileKind, Fs, FsFile};
 use crate::{
     engine::now_ms,
     error::WsError,
+    paths,
     tree::{Entry, Read, Tree},
 };
 
@@ -941,7 +942,7 @@ struct Shared {
     pending_bytes: AtomicU64,
     pending_count: AtomicUsize,
     /// Woken whenever pending objects were checkpointed.
-    projected: Notify,
+    checkpointed: Notify,
 }
 
 impl Shared {
@@ -1153,13 +1154,13 @@ impl Wal {
     /// Waits while more than [`MAX_PENDING_BYTES`] of objects wait for their checkpoint.
     async fn backpressure(&self) {
         loop {
-            let projected = self.shared.projected.notified();
-            tokio::pin!(projected);
-            projected.as_mut().enable();
+            let checkpointed = self.shared.checkpointed.notified();
+            tokio::pin!(checkpointed);
+            checkpointed.as_mut().enable();
             if self.shared.pending_bytes.load(Ordering::Acquire) <= MAX_PENDING_BYTES {
                 return;
             }
-            projected.await;
+            checkpointed.await;
         }
     }
 
@@ -1460,6 +1461,9 @@ impl Wal {
     /// The audit object at `path` of a run, if the log holds one (its bytes are read with
     /// [`LogObject::read`]).
     pub async fn object(&self, key: &RunKey, path: &str) -> Result<Option<LogObject>, WsError> {
+        if !paths::is_audit_path(path) {
+            return Ok(None);
+        }
         if let Some(o) = lock(&self.shared.pending)
             .get(key)
             .and_then(|run| run.get(path))
@@ -1496,6 +1500,9 @@ impl Wal {
         key: &RunKey,
         prefix: &str,
     ) -> Result<Vec<LogObject>, WsError> {
+        if !paths::may_hold_audit_paths(prefix) {
+            return Ok(Vec::new());
+        }
         let mut out: BTreeMap<String, LogObject> = BTreeMap::new();
         {
             let pending = lock(&self.shared.pending);
@@ -1525,13 +1532,13 @@ impl Wal {
         lock(&self.shared.journals).len()
     }
 
-    /// Audit objects not yet durable in their run trees (the checkpointer's lag).
+    /// Audit objects waiting for their segment's checkpoint (held in memory until then).
     pub fn pending_count(&self) -> usize {
         self.shared.pending_count.load(Ordering::Acquire)
     }
 
     /// Closes the current segment and waits until it and every segment before it are
-    /// checkpointed: every object durable in its run tree, every record in a journal file, the
+    /// checkpointed: every object in its run's pack, every record in a journal file, the
     /// segments deleted.
     pub async fn checkpoint(&self) -> Result<(), WsError> {
         self.check()?;
@@ -1649,7 +1656,7 @@ fn store_objects(
     for o in objects {
         shared.unpend(&o.key, &o.path, &o.bytes);
     }
-    shared.projected.notify_waiters();
+    shared.checkpointed.notify_waiters();
     Ok(())
 }
 

@@ -137,7 +137,7 @@ async fn audit_objects_are_create_only_even_under_concurrency() {
             && paths.contains(&("tool-results/inv1/call_0123456789abcdef.json", true)),
         "{paths:?}"
     );
-    // Modification times are real, whether the object is still pending or already projected.
+    // Modification times are real, whether the object is still in memory or already packed.
     s.ws.wal().checkpoint().await.unwrap();
     s.ok(
         "r1",
@@ -166,6 +166,24 @@ async fn audit_objects_are_create_only_even_under_concurrency() {
             o.modified_at_unix_ms
         );
     }
+}
+
+/// The workspace engine opened again on a stopped service's data directory (a restart).
+async fn reopen(
+    data: &Path,
+    limits: toolplane_workspace::limits::Limits,
+) -> toolplane_workspace::Workspace {
+    let store = toolplane_store::FsStore::open(data.join("store"), Default::default())
+        .await
+        .unwrap();
+    toolplane_workspace::Workspace::open_on_disk(
+        data.to_path_buf(),
+        Arc::new(store),
+        limits,
+        Arc::new(toolplane_workspace::tree::NoHooks),
+    )
+    .await
+    .unwrap()
 }
 
 fn now_ms() -> i64 {
@@ -272,7 +290,7 @@ async fn appends_carry_the_objects_their_records_name_all_or_nothing() {
         s.storage.get_object(get(fresh)).await.unwrap_err().code(),
         tonic::Code::NotFound
     );
-    // An object under another object's path could never be projected: refused too.
+    // An object under another object's path would make a path both a file and a folder: refused too.
     let err = s
         .storage
         .append_journal(append(3, vec![carried(&format!("{result}/x"), b"{}")]))
@@ -479,17 +497,7 @@ async fn journals_are_checkpointed_into_files_and_read_back() {
         .unwrap();
     // After a restart everything comes from the journal files (no segment is left).
     s.ws.shutdown();
-    let store = toolplane_store::FsStore::open(s.data().join("store"), Default::default())
-        .await
-        .unwrap();
-    let ws = toolplane_workspace::Workspace::open_on_disk(
-        s.data(),
-        Arc::new(store),
-        limits,
-        Arc::new(toolplane_workspace::tree::NoHooks),
-    )
-    .await
-    .unwrap();
+    let ws = reopen(&s.data(), limits).await;
     for run in ["r1", "r2"] {
         let journal = ws
             .wal()
@@ -1422,17 +1430,7 @@ async fn audit_objects_live_in_packs_and_read_list_and_search_like_files() {
     );
     // After a restart the index is rebuilt from the packs.
     s.ws.shutdown();
-    let store = toolplane_store::FsStore::open(s.data().join("store"), Default::default())
-        .await
-        .unwrap();
-    let ws = toolplane_workspace::Workspace::open_on_disk(
-        s.data(),
-        Arc::new(store),
-        Default::default(),
-        Arc::new(toolplane_workspace::tree::NoHooks),
-    )
-    .await
-    .unwrap();
+    let ws = reopen(&s.data(), Default::default()).await;
     let key = ("default".to_owned(), "r1".to_owned());
     assert_eq!(
         ws.wal()
@@ -1464,17 +1462,7 @@ async fn audit_objects_live_in_packs_and_read_list_and_search_like_files() {
         .filter(|n| n.ends_with(".pack"))
         .collect();
     assert_eq!(packs.len(), 2, "{packs:?}");
-    let store = toolplane_store::FsStore::open(s.data().join("store"), Default::default())
-        .await
-        .unwrap();
-    let ws = toolplane_workspace::Workspace::open_on_disk(
-        s.data(),
-        Arc::new(store),
-        Default::default(),
-        Arc::new(toolplane_workspace::tree::NoHooks),
-    )
-    .await
-    .unwrap();
+    let ws = reopen(&s.data(), Default::default()).await;
     for (path, bytes) in [
         (result, &b"{\"quokka\": \"found\"}"[..]),
         (later, &b"later"[..]),
