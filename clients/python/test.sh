@@ -10,13 +10,8 @@ target="${CARGO_TARGET_DIR:-$root/target}"
 venv="$target/python-client-venv"
 req=clients/python/requirements.txt
 
-if [ ! -x "$venv/bin/python" ] || ! cmp -s "$req" "$venv/.requirements"; then
-  echo "installing $req into $venv"
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input -r "$req"
-  cp "$req" "$venv/.requirements"
-fi
+. scripts/lib/venv.sh
+ensure_venv "$venv" "$req"
 
 PYTHON="$venv/bin/python" clients/python/generate.sh
 
