@@ -84,6 +84,21 @@ pub async fn start_on(
     grpc_listener: TcpListener,
     http_listener: TcpListener,
 ) -> Result<RunningCatalog, CatalogError> {
+    let mut running = start_unwarmed(config, store, grpc_listener, http_listener).await?;
+    running.warm_default_cell();
+    Ok(running)
+}
+
+/// [`start_on`] without warming the default cell: the embedder calls
+/// [`RunningCatalog::warm_default_cell`] when the pull should run (`toolplane up` does once all
+/// its services serve, so the pull does not compete with their start). A request that needs the
+/// cell before then pulls it itself.
+pub async fn start_unwarmed(
+    config: CatalogConfig,
+    store: Arc<dyn Store>,
+    grpc_listener: TcpListener,
+    http_listener: TcpListener,
+) -> Result<RunningCatalog, CatalogError> {
     config.validate()?;
     let records = Records::new(store.namespace(NAMESPACE)?);
     let catalog = Arc::new(Catalog::new(config.clone(), records)?);
@@ -148,22 +163,6 @@ pub async fn start_on(
         Ok(())
     }));
 
-    // Warm the default cell so the first request does not pay for the first pull.
-    let warm = Arc::clone(&catalog);
-    let mut warm_stop = stopped.clone();
-    tasks.push(tokio::spawn(async move {
-        let default_cell = CellId::default_cell();
-        tokio::select! {
-            r = warm.cell(&default_cell) => {
-                if let Err(e) = r {
-                    tracing::warn!(error = %e, "warming the default cell failed");
-                }
-            }
-            _ = warm_stop.wait_for(|s| *s) => {}
-        }
-        Ok(())
-    }));
-
     let refresher = Arc::clone(&catalog);
     let refresh_stop = stopped.clone();
     tasks.push(tokio::spawn(async move {
@@ -183,6 +182,24 @@ pub async fn start_on(
 }
 
 impl RunningCatalog {
+    /// Pulls the default cell in the background, so the first request does not pay for it.
+    pub fn warm_default_cell(&mut self) {
+        let warm = Arc::clone(&self.catalog);
+        let mut warm_stop = self.stop.subscribe();
+        self.tasks.push(tokio::spawn(async move {
+            let default_cell = CellId::default_cell();
+            tokio::select! {
+                r = warm.cell(&default_cell) => {
+                    if let Err(e) = r {
+                        tracing::warn!(error = %e, "warming the default cell failed");
+                    }
+                }
+                _ = warm_stop.wait_for(|s| *s) => {}
+            }
+            Ok(())
+        }));
+    }
+
     pub fn grpc_addr(&self) -> SocketAddr {
         self.grpc_addr
     }

@@ -2,7 +2,10 @@
 //! - time from spawning `toolplane up` (fresh data directory, free ports) until all four services
 //!   answer `grpc.health.v1.Health/Check` with SERVING, against the time from spawning a bare
 //!   tonic server process (this benchmark re-executed as the testkit echo server with gRPC health)
-//!   until its health check passes, both measured here, interleaved (target < 2×);
+//!   until its health check passes, both measured here, interleaved (target < 2×). Both are
+//!   measured the same way: read the process's output until it says it is listening (the bare
+//!   server prints its address, `toolplane up` its `toolplane is up` banner), then check health
+//!   (polling every 2 ms until SERVING should that first check fail);
 //! - resident memory (VmRSS) of the idle all-in-one process, a few seconds after it is up
 //!   (target < 60 MiB).
 //!
@@ -104,7 +107,7 @@ async fn bare_tonic() -> Duration {
 async fn toolplane_up(dir: &std::path::Path) -> (Duration, Child) {
     let ports: Vec<u16> = (0..8).map(|_| free_port().unwrap()).collect();
     let start = Instant::now();
-    let child = Command::new(env!("CARGO_BIN_EXE_toolplane"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolplane"))
         .current_dir(dir)
         .args(["up", "--data-dir", ".toolplane"])
         .args([
@@ -125,10 +128,19 @@ async fn toolplane_up(dir: &std::path::Path) -> (Duration, Child) {
         .args(["--mcp-proxy-http-port", &ports[7].to_string()])
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // As for the baseline: wait for the process to say it is listening (`toolplane is up …`),
+    // then check health.
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while stdout.read_line(&mut line).unwrap() > 0 && !line.starts_with("toolplane is up") {
+        line.clear();
+    }
+    // Keep draining its output so the process never blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
     let deadline = start + Duration::from_secs(30);
     // The four services are polled concurrently, as a client of each would.
     let [rt, cat, ws, mcp] = [0, 1, 3, 4].map(|i| format!("127.0.0.1:{}", ports[i]));

@@ -227,7 +227,7 @@ impl Plane {
             let store = toolplane_catalog::open_store(&c.store)
                 .await
                 .map_err(|e| start_err("catalog", e))?;
-            toolplane_catalog::start_on(c, store, catalog_listener, catalog_http_listener)
+            toolplane_catalog::start_unwarmed(c, store, catalog_listener, catalog_http_listener)
                 .await
                 .map_err(|e| start_err("catalog", e))
         });
@@ -258,16 +258,21 @@ impl Plane {
             (
                 Ok((workspace, workspace_metrics)),
                 Ok((mcp_proxy, mcp_proxy_metrics)),
-                Ok(catalog),
+                Ok(mut catalog),
                 Ok(runtime),
-            ) => Ok(Plane {
-                workspace,
-                mcp_proxy,
-                catalog,
-                runtime,
-                workspace_metrics,
-                mcp_proxy_metrics,
-            }),
+            ) => {
+                // The catalog's first pull from the mcp-proxy waits until every service serves,
+                // so it does not compete with their start; a request that needs it sooner pulls.
+                catalog.warm_default_cell();
+                Ok(Plane {
+                    workspace,
+                    mcp_proxy,
+                    catalog,
+                    runtime,
+                    workspace_metrics,
+                    mcp_proxy_metrics,
+                })
+            }
             (workspace, mcp_proxy, catalog, runtime) => {
                 let mut first = None;
                 match runtime {
