@@ -149,11 +149,27 @@ impl Tree {
 
     /// Serialises writers of one path within this process (check-then-write must not interleave).
     pub fn lock_path(&self, path: &Path) -> MutexGuard<'_, ()> {
+        lock(&self.stripes[Self::stripe(path)])
+    }
+
+    /// [`Tree::lock_path`] for several paths at once: their stripes are taken once each, in
+    /// ascending order, so two callers locking overlapping sets never wait on each other in a
+    /// cycle. A caller holding these may take no other stripe.
+    pub fn lock_paths(&self, paths: &[PathBuf]) -> Vec<MutexGuard<'_, ()>> {
+        let mut stripes: Vec<usize> = paths.iter().map(|p| Self::stripe(p)).collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        stripes
+            .into_iter()
+            .map(|i| lock(&self.stripes[i]))
+            .collect()
+    }
+
+    fn stripe(path: &Path) -> usize {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         path.hash(&mut h);
-        let i = (h.finish() as usize) % STRIPES;
-        lock(&self.stripes[i])
+        (h.finish() as usize) % STRIPES
     }
 
     fn kind(&self, path: &Path) -> Result<Option<FileKind>, WsError> {

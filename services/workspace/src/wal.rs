@@ -1199,6 +1199,32 @@ impl Wal {
         })
     }
 
+    /// Locks the tree paths of the objects that lie under a root a model may write (the tree's
+    /// path stripes, as `workspace.write_file` and `workspace.apply_patch` take them), so a put's
+    /// check of the tree and a tool's check of the log cannot interleave with the other's write.
+    fn lock_writable_paths(&self, key: &RunKey, objects: &[ObjectRef]) -> Vec<MutexGuard<'_, ()>> {
+        let paths: Vec<PathBuf> = objects
+            .iter()
+            .filter(|o| paths::is_writable_audit_path(&o.path))
+            .map(|o| self.tree.run_dir(&key.0, &key.1).join(&o.path))
+            .collect();
+        if paths.is_empty() {
+            return Vec::new();
+        }
+        self.tree.lock_paths(&paths)
+    }
+
+    /// Whether the log holds an audit object at `path` of `journal`'s run, pending or packed.
+    /// For a writer that holds the path's tree stripe (see [`Tree::lock_paths`]): no put of that
+    /// path can start or finish its check meanwhile.
+    pub fn holds_object(&self, journal: &RunJournal, path: &str) -> bool {
+        // Pending first: a checkpoint adds an object to the index before it leaves `pending`.
+        let pending = lock(&self.shared.pending)
+            .get(&journal.key)
+            .is_some_and(|run| run.contains_key(path));
+        pending || lock(&journal.objects).contains_key(path)
+    }
+
     /// Marks objects pending (readable at once, durable with the group that carries them).
     fn hold(&self, pending: &mut PendingMap, key: &RunKey, objects: &[ObjectRef]) {
         let run = pending.entry(key.clone()).or_default();
@@ -1242,6 +1268,8 @@ impl Wal {
         objects: Vec<ObjectRef>,
     ) -> Result<Claim, WsError> {
         let key = &journal.key;
+        // Taken before any other lock: the same order as a tool's write of such a path.
+        let _paths = self.lock_writable_paths(key, &objects);
         let mut state = lock(&journal.state);
         if state.sealed {
             return Err(WsError::status(
@@ -1437,6 +1465,7 @@ impl Wal {
         };
         let journal = self.journal(key).await?;
         let rx = {
+            let _paths = self.lock_writable_paths(key, std::slice::from_ref(&object));
             let mut pending = lock(&self.shared.pending);
             if !self.check_free(&journal, pending.get(key), &object, allow_identical)? {
                 return Ok(false);

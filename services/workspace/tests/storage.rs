@@ -1330,6 +1330,48 @@ async fn a_symlink_swapped_in_between_check_and_write_is_never_followed() {
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
 }
 
+/// A model writing `summaries/<child>-result.md` while the child's result is put there: one of
+/// the two wins, the other is refused, and what the path reads is the winner's — never a tree
+/// file that an audit object hides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_racing_an_audit_put_of_the_same_path_never_leaves_a_hidden_file() {
+    let mut s = common::start().await;
+    s.run("default", "r1", "c", "i").await;
+    let races = (0..150).map(|i| {
+        let mut tools = s.tools.clone();
+        let mut storage = s.storage.clone();
+        async move {
+            let path = format!("summaries/c{i}-result.md");
+            let write = common::call_with(
+                &mut tools,
+                "default",
+                "r1",
+                "i",
+                "workspace.write_file",
+                json!({"path": path, "content": "written by the model"}),
+            );
+            let put = storage.put_audit_object(put(&path, b"the child's result"));
+            let (write, put) = tokio::join!(write, put);
+            (path, write.unwrap().error_code, put.map_err(|e| e.code()))
+        }
+    });
+    for (path, write, put) in futures::future::join_all(races).await {
+        let on_disk = s.run_dir("default", "r1").join(&path);
+        match (write.as_deref(), put) {
+            (None, Err(tonic::Code::AlreadyExists)) => {
+                assert_eq!(
+                    std::fs::read_to_string(&on_disk).unwrap(),
+                    "written by the model"
+                );
+            }
+            (Some("workspace.path_not_writable"), Ok(_)) => {
+                assert!(!on_disk.exists(), "{path}: a tree file under the object");
+            }
+            other => panic!("{path}: both or neither won: {other:?}"),
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn audit_objects_live_in_packs_and_read_list_and_search_like_files() {
     let mut s = common::start().await;

@@ -5,6 +5,7 @@
 //! writable root or let a write to an existing file pass without a matching read-state.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde_json::json;
 use toolplane_text::{Matcher, WindowRequest, check_text, line_count, normalize_query, window};
@@ -16,7 +17,7 @@ use crate::{
     paths::{self, Roots, WsPath},
     runs::FileRead,
     tree::Read,
-    wal::LogObject,
+    wal::{LogObject, RunJournal, Wal},
 };
 
 fn not_found(path: &WsPath) -> WsError {
@@ -176,17 +177,50 @@ struct Written {
 
 /// Refuses a write to a path that holds an audit object (a returned task's summary under
 /// `summaries/`): audit objects are never changed.
-async fn refuse_audit_object(call: &Call<'_>, path: &WsPath) -> Result<(), WsError> {
+fn audit_object_not_writable(path: &WsPath) -> WsError {
+    WsError::tool(
+        "workspace.path_not_writable",
+        format!(
+            "{path} is the record of a returned task and is never changed; write to a new file instead"
+        ),
+    )
+}
+
+/// Refuses a write to a path that holds an audit object. For a path where one may still be put
+/// (`summaries/<child>-result.md`), returns what the write needs to check again under its path
+/// lock, which a put of that path takes too: the two never interleave.
+async fn refuse_audit_object(
+    call: &Call<'_>,
+    path: &WsPath,
+) -> Result<Option<AuditRecheck>, WsError> {
     let key = (call.ctx.cell.clone(), call.ctx.run_id.clone());
     if call.ws.wal().object(&key, path.as_str()).await?.is_some() {
-        return Err(WsError::tool(
-            "workspace.path_not_writable",
-            format!(
-                "{path} is the record of a returned task and is never changed; write to a new file instead"
-            ),
-        ));
+        return Err(audit_object_not_writable(path));
     }
-    Ok(())
+    if !paths::is_writable_audit_path(path.as_str()) {
+        return Ok(None);
+    }
+    Ok(Some(AuditRecheck {
+        wal: Arc::clone(call.ws.wal()),
+        journal: call.ws.wal().journal(&key).await?,
+    }))
+}
+
+struct AuditRecheck {
+    wal: Arc<Wal>,
+    journal: Arc<RunJournal>,
+}
+
+impl AuditRecheck {
+    /// Under the path's tree lock.
+    fn check(this: &Option<AuditRecheck>, path: &WsPath) -> Result<(), WsError> {
+        match this {
+            Some(r) if r.wal.holds_object(&r.journal, path.as_str()) => {
+                Err(audit_object_not_writable(path))
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 pub async fn write_file(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsError> {
@@ -204,7 +238,7 @@ pub async fn write_file(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsErr
     };
     paths::require_writable(&roots_of(call), &path)?;
     call.ctx.guard.check(&path)?;
-    refuse_audit_object(call, &path).await?;
+    let recheck = refuse_audit_object(call, &path).await?;
     check_write_limits(call, &path, &content)?;
     call.ws
         .runs()
@@ -219,6 +253,7 @@ pub async fn write_file(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsErr
         .blocking(move |tree| {
             let target = base.join(p.as_str());
             let _guard = tree.lock_path(&target);
+            AuditRecheck::check(&recheck, &p)?;
             let current = match tree.read(&base, p.as_str())? {
                 Read::Dir => return Err(is_dir(&p)),
                 Read::Absent => None,
@@ -301,7 +336,7 @@ pub async fn apply_patch(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsEr
     let replace_all = args.bool("replace_all").unwrap_or(false);
     paths::require_writable(&roots_of(call), &path)?;
     call.ctx.guard.check(&path)?;
-    refuse_audit_object(call, &path).await?;
+    let recheck = refuse_audit_object(call, &path).await?;
     if old.is_empty() {
         return Err(WsError::tool(
             "workspace.patch_invalid",
@@ -328,6 +363,7 @@ pub async fn apply_patch(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsEr
         .blocking(move |tree| {
             let target = base.join(p.as_str());
             let _guard = tree.lock_path(&target);
+            AuditRecheck::check(&recheck, &p)?;
             let bytes = match tree.read(&base, p.as_str())? {
                 Read::Dir => return Err(is_dir(&p)),
                 Read::Absent => return Err(not_found(&p)),
