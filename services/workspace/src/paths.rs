@@ -54,11 +54,10 @@ pub fn is_audit_path(path: &str) -> bool {
 /// Whether `path` may hold an audit object and also lies under a root a model may write
 /// (`summaries/`): the one place where a tool's write and an audit object's put can meet.
 pub fn is_writable_audit_path(path: &str) -> bool {
-    is_audit_path(path)
-        && path
-            .split('/')
-            .next()
-            .is_some_and(|root| DEFAULT_ROOTS.contains(&root))
+    path.split('/')
+        .next()
+        .is_some_and(|root| DEFAULT_ROOTS.contains(&root))
+        && is_audit_path(path)
 }
 
 /// Whether audit objects may lie under `prefix` (a path prefix; empty means everywhere).
