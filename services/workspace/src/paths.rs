@@ -439,6 +439,20 @@ mod tests {
     }
 
     #[test]
+    fn only_a_returned_task_summary_is_an_audit_path_a_model_may_also_write() {
+        assert!(is_writable_audit_path("summaries/child-result.md"));
+        for path in [
+            "summaries/notes.md",
+            "summaries/a/child-result.md",
+            "output/child-result.md",
+            "tool-results/i/call_00000000000000aa.json",
+            "agent-results/child.json",
+        ] {
+            assert!(!is_writable_audit_path(path), "{path}");
+        }
+    }
+
+    #[test]
     fn hidden_and_lookalike_roots_are_not_visible() {
         let roots = Roots::default();
         for raw in [
