@@ -60,6 +60,14 @@ pub fn is_writable_audit_path(path: &str) -> bool {
         && is_audit_path(path)
 }
 
+/// The proper ancestor of `path` that is a writable audit path, if any: such a path holds a
+/// returned task's result (or will), so nothing may be written below it.
+pub fn writable_audit_ancestor(path: &str) -> Option<&str> {
+    path.match_indices('/')
+        .map(|(i, _)| &path[..i])
+        .find(|ancestor| is_writable_audit_path(ancestor))
+}
+
 /// Whether audit objects may lie under `prefix` (a path prefix; empty means everywhere).
 pub fn may_hold_audit_paths(prefix: &str) -> bool {
     let root = prefix.split('/').next().unwrap_or("");
@@ -441,6 +449,12 @@ mod tests {
     #[test]
     fn only_a_returned_task_summary_is_an_audit_path_a_model_may_also_write() {
         assert!(is_writable_audit_path("summaries/child-result.md"));
+        assert_eq!(
+            writable_audit_ancestor("summaries/child-result.md/notes.md"),
+            Some("summaries/child-result.md")
+        );
+        assert_eq!(writable_audit_ancestor("summaries/child-result.md"), None);
+        assert_eq!(writable_audit_ancestor("summaries/notes/a.md"), None);
         for path in [
             "summaries/notes.md",
             "summaries/a/child-result.md",

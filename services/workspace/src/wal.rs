@@ -1192,6 +1192,11 @@ impl Wal {
             Entry::Absent => Held::Free,
             Entry::UnderFile => Held::Other(format!("a parent folder of {path} is a file")),
             Entry::Dir => Held::Other(format!("{path} is a folder")),
+            // Under a root a model writes, a tree file is the model's, never this object, even
+            // with the same bytes.
+            Entry::File if paths::is_writable_audit_path(path) => {
+                Held::Other(format!("{path} was written as a file"))
+            }
             Entry::File => match self.tree.read(&base, path)? {
                 Read::File(existing) if existing == bytes => Held::Same,
                 _ => Held::Other(format!("{path} exists")),

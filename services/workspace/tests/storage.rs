@@ -1330,6 +1330,56 @@ async fn a_symlink_swapped_in_between_check_and_write_is_never_followed() {
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
 }
 
+/// A model's own file at a returned task's summary path is never taken for the task's result,
+/// even with the same bytes, and nothing can be written below such a path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_summary_path_is_the_models_file_or_the_tasks_result_never_both() {
+    let mut s = common::start().await;
+    s.run("default", "r1", "c", "i").await;
+    let path = "summaries/m-result.md";
+    let mut tools = s.tools.clone();
+    let write = common::call_with(
+        &mut tools,
+        "default",
+        "r1",
+        "i",
+        "workspace.write_file",
+        json!({"path": path, "content": "same bytes"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(write.error_code, None, "{}", write.content);
+    let mut same = put(path, b"same bytes");
+    same.allow_identical = true;
+    let refused = s.storage.put_audit_object(same).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::AlreadyExists);
+    assert!(
+        refused.message().contains("written as a file"),
+        "{refused:?}"
+    );
+    let key = ("default".to_owned(), "r1".to_owned());
+    assert!(s.ws.wal().object(&key, path).await.unwrap().is_none());
+    let below = common::call_with(
+        &mut tools,
+        "default",
+        "r1",
+        "i",
+        "workspace.write_file",
+        json!({"path": "summaries/t-result.md/notes.md", "content": "x"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        below.error_code.as_deref(),
+        Some("workspace.path_not_writable")
+    );
+    assert!(
+        !s.run_dir("default", "r1")
+            .join("summaries/t-result.md")
+            .exists()
+    );
+}
+
 /// A model writing `summaries/<child>-result.md` while the child's result is put there: one of
 /// the two wins, the other is refused, and what the path reads is the winner's — never a tree
 /// file that an audit object hides.

@@ -193,6 +193,14 @@ async fn refuse_audit_object(
     call: &Call<'_>,
     path: &WsPath,
 ) -> Result<Option<AuditRecheck>, WsError> {
+    if let Some(ancestor) = paths::writable_audit_ancestor(path.as_str()) {
+        return Err(WsError::tool(
+            "workspace.path_not_writable",
+            format!(
+                "{ancestor} is kept for a returned task's result and cannot be a folder; write somewhere else"
+            ),
+        ));
+    }
     let key = (call.ctx.cell.clone(), call.ctx.run_id.clone());
     if call.ws.wal().object(&key, path.as_str()).await?.is_some() {
         return Err(audit_object_not_writable(path));
