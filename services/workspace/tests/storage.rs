@@ -1420,6 +1420,45 @@ async fn a_write_racing_an_audit_put_of_the_same_path_never_leaves_a_hidden_file
             other => panic!("{path}: both or neither won: {other:?}"),
         }
     }
+    // The same race against a journal append that carries the summary, as the runtime sends a
+    // returned task's result (appends of one run are ordered, so one pair at a time).
+    let mut next_seq = 1;
+    for i in 0..60 {
+        let path = format!("summaries/a{i}-result.md");
+        let mut tools = s.tools.clone();
+        let write = common::call_with(
+            &mut tools,
+            "default",
+            "r1",
+            "i",
+            "workspace.write_file",
+            json!({"path": path, "content": "written by the model"}),
+        );
+        let append = s.storage.append_journal(pb::AppendJournalRequest {
+            run_id: "r1".into(),
+            expected_seq: next_seq,
+            records: vec![event("task_returned")],
+            epoch: 1,
+            cell_id: String::new(),
+            objects: vec![carried(&path, b"the child's result")],
+        });
+        let (write, append) = tokio::join!(write, append);
+        let on_disk = s.run_dir("default", "r1").join(&path);
+        match (
+            write.unwrap().error_code.as_deref(),
+            append.map_err(|e| e.code()),
+        ) {
+            (None, Err(tonic::Code::AlreadyExists)) => assert_eq!(
+                std::fs::read_to_string(&on_disk).unwrap(),
+                "written by the model"
+            ),
+            (Some("workspace.path_not_writable"), Ok(_)) => {
+                next_seq += 1;
+                assert!(!on_disk.exists(), "{path}: a tree file under the object");
+            }
+            other => panic!("{path}: both or neither won: {other:?}"),
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
