@@ -288,14 +288,7 @@ impl WorkspaceGrpc {
         };
         let base = self.ws.tree().run_dir(&cell, &run_id);
         let key = (cell.clone(), run_id.clone());
-        let logged: std::collections::HashMap<String, crate::wal::LogObject> = self
-            .ws
-            .wal()
-            .objects_under(&key, "")
-            .await?
-            .into_iter()
-            .map(|o| (o.path.clone(), o))
-            .collect();
+        let logged = self.ws.wal().objects_under(&key, "").await?;
         let token = req.page_token.clone();
         let include_hidden = req.include_hidden;
         let objects = self

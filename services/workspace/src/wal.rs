@@ -1528,14 +1528,14 @@ impl Wal {
         }
     }
 
-    /// The audit objects of a run under a path prefix, by path.
+    /// The audit objects of a run under a path prefix, keyed (and ordered) by path.
     pub async fn objects_under(
         &self,
         key: &RunKey,
         prefix: &str,
-    ) -> Result<Vec<LogObject>, WsError> {
+    ) -> Result<BTreeMap<String, LogObject>, WsError> {
         if !paths::may_hold_audit_paths(prefix) {
-            return Ok(Vec::new());
+            return Ok(BTreeMap::new());
         }
         let mut out: BTreeMap<String, LogObject> = BTreeMap::new();
         {
@@ -1558,7 +1558,7 @@ impl Wal {
             out.entry(p.clone())
                 .or_insert_with(|| packed_entry(&journal, p.clone(), *loc));
         }
-        Ok(out.into_values().collect())
+        Ok(out)
     }
 
     /// Journals held in memory; the others live only in their journal files until needed.

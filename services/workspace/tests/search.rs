@@ -3,7 +3,7 @@
 //! stopping point under the byte budget and the same error, whatever the number of threads.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::{collections::HashMap, path::Path, sync::Arc};
+use std::{collections::BTreeMap, path::Path, sync::Arc};
 
 use toolplane_text::{Matcher, normalize_query};
 use toolplane_workspace::{
@@ -17,7 +17,7 @@ struct Corpus {
     tree: Tree,
     base: std::path::PathBuf,
     files: Vec<String>,
-    pending: HashMap<String, LogObject>,
+    pending: BTreeMap<String, LogObject>,
     bytes: u64,
 }
 
@@ -71,7 +71,7 @@ fn corpus() -> Corpus {
         std::fs::write(&path, &content).unwrap();
         files.push(rel);
     }
-    let mut pending = HashMap::new();
+    let mut pending = BTreeMap::new();
     for (path, bytes) in [
         (files[10].clone(), &b"pending beta gamma\nbeta\n"[..]),
         (

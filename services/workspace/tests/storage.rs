@@ -1337,17 +1337,16 @@ async fn a_summary_path_is_the_models_file_or_the_tasks_result_never_both() {
     let mut s = common::start().await;
     s.run("default", "r1", "c", "i").await;
     let path = "summaries/m-result.md";
-    let mut tools = s.tools.clone();
-    let write = common::call_with(
-        &mut tools,
-        "default",
-        "r1",
-        "i",
-        "workspace.write_file",
-        json!({"path": path, "content": "same bytes"}),
-    )
-    .await
-    .unwrap();
+    let write = s
+        .call(
+            "default",
+            "r1",
+            "i",
+            "workspace.write_file",
+            json!({"path": path, "content": "same bytes"}),
+        )
+        .await
+        .unwrap();
     assert_eq!(write.error_code, None, "{}", write.content);
     let mut same = put(path, b"same bytes");
     same.allow_identical = true;
@@ -1359,16 +1358,16 @@ async fn a_summary_path_is_the_models_file_or_the_tasks_result_never_both() {
     );
     let key = ("default".to_owned(), "r1".to_owned());
     assert!(s.ws.wal().object(&key, path).await.unwrap().is_none());
-    let below = common::call_with(
-        &mut tools,
-        "default",
-        "r1",
-        "i",
-        "workspace.write_file",
-        json!({"path": "summaries/t-result.md/notes.md", "content": "x"}),
-    )
-    .await
-    .unwrap();
+    let below = s
+        .call(
+            "default",
+            "r1",
+            "i",
+            "workspace.write_file",
+            json!({"path": "summaries/t-result.md/notes.md", "content": "x"}),
+        )
+        .await
+        .unwrap();
     assert_eq!(
         below.error_code.as_deref(),
         Some("workspace.path_not_writable")
@@ -1574,7 +1573,7 @@ async fn audit_objects_live_in_packs_and_read_list_and_search_like_files() {
     );
     let under = ws.wal().objects_under(&key, "summaries/").await.unwrap();
     assert_eq!(
-        under.iter().map(|o| o.path.as_str()).collect::<Vec<_>>(),
+        under.keys().map(String::as_str).collect::<Vec<_>>(),
         [summary]
     );
     // The run goes on after the restart: its next objects go to a new pack and the earlier ones

@@ -4,7 +4,6 @@
 //! read requiring a full read) and the answers the model reads; must never write outside a
 //! writable root or let a write to an existing file pass without a matching read-state.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::json;
@@ -17,7 +16,7 @@ use crate::{
     paths::{self, Roots, WsPath},
     runs::FileRead,
     tree::Read,
-    wal::{LogObject, RunJournal, Wal},
+    wal::{RunJournal, Wal},
 };
 
 fn not_found(path: &WsPath) -> WsError {
@@ -175,7 +174,7 @@ struct Written {
     version: String,
 }
 
-/// Refuses a write to a path that holds an audit object (a returned task's summary under
+/// The refusal of a write to a path that holds an audit object (a returned task's summary under
 /// `summaries/`): audit objects are never changed.
 fn audit_object_not_writable(path: &WsPath) -> WsError {
     WsError::tool(
@@ -186,9 +185,9 @@ fn audit_object_not_writable(path: &WsPath) -> WsError {
     )
 }
 
-/// Refuses a write to a path that holds an audit object. For a path where one may still be put
-/// (`summaries/<child>-result.md`), returns what the write needs to check again under its path
-/// lock, which a put of that path takes too: the two never interleave.
+/// Refuses a write to a writable path that holds an audit object (`summaries/<child>-result.md`
+/// is the only kind) or lies below one. For such a path, returns what the write checks again
+/// under its path lock, which a put of that path takes too: the two never interleave.
 async fn refuse_audit_object(
     call: &Call<'_>,
     path: &WsPath,
@@ -201,17 +200,16 @@ async fn refuse_audit_object(
             ),
         ));
     }
-    let key = (call.ctx.cell.clone(), call.ctx.run_id.clone());
-    if call.ws.wal().object(&key, path.as_str()).await?.is_some() {
-        return Err(audit_object_not_writable(path));
-    }
     if !paths::is_writable_audit_path(path.as_str()) {
         return Ok(None);
     }
-    Ok(Some(AuditRecheck {
+    let key = (call.ctx.cell.clone(), call.ctx.run_id.clone());
+    let recheck = AuditRecheck {
         wal: Arc::clone(call.ws.wal()),
         journal: call.ws.wal().journal(&key).await?,
-    }))
+    };
+    recheck.check(path)?;
+    Ok(Some(recheck))
 }
 
 struct AuditRecheck {
@@ -220,14 +218,11 @@ struct AuditRecheck {
 }
 
 impl AuditRecheck {
-    /// Under the path's tree lock.
-    fn check(this: &Option<AuditRecheck>, path: &WsPath) -> Result<(), WsError> {
-        match this {
-            Some(r) if r.wal.holds_object(&r.journal, path.as_str()) => {
-                Err(audit_object_not_writable(path))
-            }
-            _ => Ok(()),
+    fn check(&self, path: &WsPath) -> Result<(), WsError> {
+        if self.wal.holds_object(&self.journal, path.as_str()) {
+            return Err(audit_object_not_writable(path));
         }
+        Ok(())
     }
 }
 
@@ -261,7 +256,9 @@ pub async fn write_file(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsErr
         .blocking(move |tree| {
             let target = base.join(p.as_str());
             let _guard = tree.lock_path(&target);
-            AuditRecheck::check(&recheck, &p)?;
+            if let Some(recheck) = &recheck {
+                recheck.check(&p)?;
+            }
             let current = match tree.read(&base, p.as_str())? {
                 Read::Dir => return Err(is_dir(&p)),
                 Read::Absent => None,
@@ -371,7 +368,9 @@ pub async fn apply_patch(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsEr
         .blocking(move |tree| {
             let target = base.join(p.as_str());
             let _guard = tree.lock_path(&target);
-            AuditRecheck::check(&recheck, &p)?;
+            if let Some(recheck) = &recheck {
+                recheck.check(&p)?;
+            }
             let bytes = match tree.read(&base, p.as_str())? {
                 Read::Dir => return Err(is_dir(&p)),
                 Read::Absent => return Err(not_found(&p)),
@@ -483,8 +482,7 @@ async fn files_under(
                 .wal()
                 .objects_under(&key, scope)
                 .await?
-                .into_iter()
-                .map(|o| o.path)
+                .into_keys()
                 .filter(|p| p == scope || p.starts_with(&below)),
         );
     }
@@ -570,14 +568,7 @@ pub async fn search_files(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsE
     let limits = call.ws.limits().clone();
     let (files, list_truncated) = files_under(call, scopes, limits.max_search_files, named).await?;
     let key = (call.ctx.cell.clone(), call.ctx.run_id.clone());
-    let logged: HashMap<String, LogObject> = call
-        .ws
-        .wal()
-        .objects_under(&key, "")
-        .await?
-        .into_iter()
-        .map(|o| (o.path.clone(), o))
-        .collect();
+    let logged = call.ws.wal().objects_under(&key, "").await?;
     let base = run_base(call);
     let matcher = Matcher::new(query);
     let outcome = call

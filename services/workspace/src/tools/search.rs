@@ -12,7 +12,7 @@
 //! add up to more threads than cores, on top of their blocking callers.
 
 use std::{
-    collections::HashMap,
+    collections::BTreeMap,
     path::Path,
     sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
 };
@@ -98,7 +98,7 @@ struct Scan<'a> {
     tree: &'a Tree,
     base: &'a Path,
     files: &'a [String],
-    logged: &'a HashMap<String, LogObject>,
+    logged: &'a BTreeMap<String, LogObject>,
     matcher: &'a Matcher,
     options: &'a ScanOptions,
 }
@@ -272,7 +272,7 @@ pub fn scan(
     tree: &Tree,
     base: &Path,
     files: &[String],
-    logged: &HashMap<String, LogObject>,
+    logged: &BTreeMap<String, LogObject>,
     matcher: &Matcher,
     options: &ScanOptions,
 ) -> Result<ScanOutcome, WsError> {
