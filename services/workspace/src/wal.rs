@@ -11,7 +11,11 @@
 //! journal records of that group are published to readers and followers and the waiting callers
 //! are answered. Frames are `[u32 body length][first 8 bytes of sha256(body)][body]`. Audit
 //! objects come from puts or carried by the append of the records naming them (one job, objects
-//! first); either way an object is in the log no later than any record appended after it.
+//! first); either way an object is in the log no later than any record appended after it. Once a
+//! group's callers are answered, the writer keeps the segment's file extended with synced zeros
+//! about a MiB ahead of its writes, so the next group overwrites space the file already has and
+//! its `fdatasync` flushes data alone; recovery reads those zeros as the torn frame where the
+//! segment ends.
 //!
 //! **Checkpoints.** Until its segment is checkpointed an audit object is served from memory
 //! (`pending`; puts wait while too much is). Once the writer closes a segment (it passed
@@ -68,6 +72,10 @@ use crate::{
 const GROUP_BYTES: usize = 16 * 1024 * 1024;
 /// Bytes of audit objects waiting for their checkpoint above which puts wait.
 const MAX_PENDING_BYTES: u64 = 256 * 1024 * 1024;
+/// Zeros the writer keeps written and synced ahead of its next group ([`Writer::zero_ahead`]).
+const ZERO_AHEAD: u64 = 1024 * 1024;
+/// The writer extends the zeros once fewer than this many bytes of them are left.
+const ZERO_AHEAD_LOW: u64 = ZERO_AHEAD / 4;
 /// Largest segment: pending objects are bounded by the segments not yet checkpointed.
 const MAX_SEGMENT_BYTES: u64 = MAX_PENDING_BYTES / 4;
 /// Most records of one journal file.
@@ -1080,6 +1088,7 @@ impl Wal {
             file: None,
             segment: next,
             size: 0,
+            zeroed: 0,
             segment_bytes: segment_bytes.min(MAX_SEGMENT_BYTES),
             shared: Arc::clone(&shared),
             notes: notes_tx,
@@ -1782,6 +1791,8 @@ struct Writer {
     file: Option<Box<dyn FsFile>>,
     segment: u64,
     size: u64,
+    /// How far the current segment's file extends, zeros past `size` included.
+    zeroed: u64,
     segment_bytes: u64,
     shared: Arc<Shared>,
     notes: mpsc::Sender<Note>,
@@ -1816,6 +1827,8 @@ impl Writer {
             }
             if checkpoint.is_some() || self.size > self.segment_bytes {
                 self.roll(checkpoint);
+            } else {
+                self.zero_ahead();
             }
         }
         // Stopping: what was written is checkpointed so the next start has nothing to redo,
@@ -1905,15 +1918,48 @@ impl Writer {
         };
         file.write_all(&self.buf)
             .map_err(|e| format!("workspace.io: write journal: {e}"))?;
-        // The segment only grows: `fdatasync` covers its bytes and its size.
+        // `fdatasync` covers the group's bytes and, should the group pass the zeros written
+        // ahead, the segment's new size.
         file.sync_data()
             .map_err(|e| format!("workspace.io: sync journal: {e}"))?;
         self.size += self.buf.len() as u64;
+        self.zeroed = self.zeroed.max(self.size);
         if self.buf.capacity() > GROUP_BYTES {
             // A huge group does not pin its buffer for the life of the process.
             self.buf = Vec::new();
         }
         Ok(())
+    }
+
+    /// Keeps the current segment's file extended with synced zeros ahead of the next group, once
+    /// the callers of the group just written are answered. A group written over such zeros
+    /// changes neither the file's size nor its blocks, so its `fdatasync` flushes data without a
+    /// commit of the filesystem's journal (about a third less time per group on ext4). Recovery
+    /// reads the zeros as a torn frame, where the segment ends. The zeros stop at the segment's
+    /// size; a failed extension leaves the log appending as before, a failed sync poisons it.
+    fn zero_ahead(&mut self) {
+        let Some(file) = &mut self.file else {
+            return;
+        };
+        let end = (self.size + ZERO_AHEAD).min(self.segment_bytes);
+        if self.zeroed >= self.size + ZERO_AHEAD_LOW || self.zeroed >= end {
+            return;
+        }
+        if self.shared.poisoned.load(Ordering::Acquire) {
+            return;
+        }
+        if let Err(e) = file.extend_zeroed(end) {
+            tracing::warn!(error = %e, segment = self.segment, "journal segment not extended ahead of its writes");
+            // Not tried again for this segment; its groups append.
+            self.zeroed = self.segment_bytes;
+            return;
+        }
+        if let Err(e) = file.sync_data() {
+            tracing::error!(error = %e, "journal segment sync failed");
+            self.shared.poisoned.store(true, Ordering::Release);
+            return;
+        }
+        self.zeroed = end;
     }
 
     /// Closes the current segment and hands it to the checkpointer.
@@ -1931,6 +1977,7 @@ impl Writer {
         self.file = None;
         self.segment += 1;
         self.size = 0;
+        self.zeroed = 0;
         let _ = self.notes.send(Note::Closed {
             segment: closed,
             done,

@@ -1610,3 +1610,99 @@ async fn audit_objects_live_in_packs_and_read_list_and_search_like_files() {
     }
     ws.shutdown();
 }
+
+/// Copies a directory tree (a crash image when taken from a running service: what its fsyncs
+/// made durable, and possibly more).
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_image_of_the_log_recovers_every_acknowledged_record_past_the_zeros_ahead() {
+    let mut s = start().await;
+    s.run("default", "r1", "c", "i").await;
+    for n in 0..3u64 {
+        s.storage
+            .append_journal(pb::AppendJournalRequest {
+                run_id: "r1".into(),
+                expected_seq: 2 * n + 1,
+                records: vec![
+                    event(&format!("e{}", 2 * n + 1)),
+                    event(&format!("e{}", 2 * n + 2)),
+                ],
+                epoch: 1,
+                cell_id: String::new(),
+                objects: vec![carried(
+                    &format!("tool-args/i/call_{n:016x}.json"),
+                    format!("{{\"n\":{n}}}").as_bytes(),
+                )],
+            })
+            .await
+            .unwrap();
+    }
+    // The segment's file reaches past its frames: zeros the log wrote and synced ahead of its
+    // next group, so that group's sync flushes data alone. (The first group's extension is done
+    // before the writer takes the second group.)
+    let journal = s.data().join("journal");
+    let segment = std::fs::read_dir(&journal)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "wal"))
+        .expect("the open segment");
+    let bytes = std::fs::read(&segment).unwrap();
+    let written = bytes.iter().rposition(|&b| b != 0).unwrap() + 1;
+    assert!(
+        written > 6 * 12 && written < 64 * 1024,
+        "three small groups, then zeros: {written} bytes written"
+    );
+    assert!(
+        bytes.len() - written > 768 * 1024 && bytes.len() <= 1024 * 1024 + written,
+        "zeros are kept about a MiB ahead: {} bytes after {written} written",
+        bytes.len()
+    );
+
+    // A crash now: the next start reads the segment up to the zeros and loses nothing.
+    let image = tempfile::tempdir().unwrap();
+    copy_tree(&s.data(), image.path());
+    let ws = reopen(image.path(), Default::default()).await;
+    let key = ("default".to_owned(), "r1".to_owned());
+    let page = ws
+        .wal()
+        .journal(&key)
+        .await
+        .unwrap()
+        .read(1, 100)
+        .await
+        .unwrap();
+    let kinds: Vec<_> = page.records.iter().map(|r| r.r#type.clone()).collect();
+    assert_eq!(kinds, (1..=6).map(|k| format!("e{k}")).collect::<Vec<_>>());
+    for n in 0..3u64 {
+        let object = ws
+            .wal()
+            .object(&key, &format!("tool-args/i/call_{n:016x}.json"))
+            .await
+            .unwrap()
+            .expect("the object is recovered");
+        assert_eq!(
+            *object.read().unwrap(),
+            format!("{{\"n\":{n}}}").into_bytes()
+        );
+    }
+    // The recovered segment was checkpointed and deleted.
+    assert!(
+        !std::fs::read_dir(image.path().join("journal"))
+            .unwrap()
+            .any(|e| e.unwrap().path().extension().is_some_and(|e| e == "wal"))
+    );
+    ws.shutdown();
+    s.ws.shutdown();
+}

@@ -37,6 +37,16 @@ pub trait FsFile: Send + fmt::Debug {
     fn sync_data(&mut self) -> io::Result<()> {
         self.sync()
     }
+    /// Extends the file with zero bytes to `end` bytes (nothing if it is that long already),
+    /// without moving the write position: later [`FsFile::write_all`]s overwrite the zeros in
+    /// place. Once a sync has covered them, writes into such space change neither the file's
+    /// size nor its block map, so [`FsFile::sync_data`] flushes data alone, with no commit of the
+    /// filesystem's own journal. The default does nothing (the file then grows with each write,
+    /// which is correct, only slower to sync).
+    fn extend_zeroed(&mut self, end: u64) -> io::Result<()> {
+        let _ = end;
+        Ok(())
+    }
 }
 
 /// An exclusive advisory lock, released on drop.
@@ -98,6 +108,24 @@ impl FsFile for RealFile {
 
     fn sync_data(&mut self) -> io::Result<()> {
         self.0.sync_data()
+    }
+
+    #[cfg(unix)]
+    fn extend_zeroed(&mut self, end: u64) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        /// Zeros written per call, so a long extension needs no buffer of its size.
+        const CHUNK: u64 = 256 * 1024;
+        let mut at = self.0.metadata()?.len();
+        if at >= end {
+            return Ok(());
+        }
+        let zeros = vec![0u8; CHUNK.min(end - at) as usize];
+        while at < end {
+            let n = (end - at).min(CHUNK) as usize;
+            self.0.write_all_at(&zeros[..n], at)?;
+            at += n as u64;
+        }
+        Ok(())
     }
 }
 

@@ -14,10 +14,24 @@ use crate::fs::{DirEntry, FileKind, Fs, FsFile, FsLock};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FsOp {
     CreateNew(PathBuf),
-    Write { path: PathBuf, len: usize },
+    Write {
+        path: PathBuf,
+        len: usize,
+    },
     SyncFile(PathBuf),
-    HardLink { from: PathBuf, to: PathBuf },
-    Rename { from: PathBuf, to: PathBuf },
+    /// A file extended with zeros ahead of its writes ([`FsFile::extend_zeroed`]).
+    ExtendZeroed {
+        path: PathBuf,
+        end: u64,
+    },
+    HardLink {
+        from: PathBuf,
+        to: PathBuf,
+    },
+    Rename {
+        from: PathBuf,
+        to: PathBuf,
+    },
     RemoveFile(PathBuf),
     RemoveDir(PathBuf),
     CreateDir(PathBuf),
@@ -93,6 +107,22 @@ impl FsFile for RecordingFile {
     fn sync(&mut self) -> io::Result<()> {
         push(&self.log, FsOp::SyncFile(self.path.clone()));
         self.inner.sync()
+    }
+
+    fn sync_data(&mut self) -> io::Result<()> {
+        push(&self.log, FsOp::SyncFile(self.path.clone()));
+        self.inner.sync_data()
+    }
+
+    fn extend_zeroed(&mut self, end: u64) -> io::Result<()> {
+        push(
+            &self.log,
+            FsOp::ExtendZeroed {
+                path: self.path.clone(),
+                end,
+            },
+        );
+        self.inner.extend_zeroed(end)
     }
 }
 

@@ -456,6 +456,8 @@ struct SimFile {
     fs: SimFs,
     inode: u64,
     epoch: u64,
+    /// Where the next write lands: writes overwrite zeros from [`FsFile::extend_zeroed`].
+    pos: usize,
 }
 
 impl SimFile {
@@ -478,11 +480,29 @@ impl SimFile {
 
 impl FsFile for SimFile {
     fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.with_data(|data, _| data.extend_from_slice(bytes))
+        let at = self.pos;
+        self.with_data(|data, _| {
+            let end = at + bytes.len();
+            if data.len() < end {
+                data.resize(end, 0);
+            }
+            data[at..end].copy_from_slice(bytes);
+        })?;
+        self.pos += bytes.len();
+        Ok(())
     }
 
     fn sync(&mut self) -> io::Result<()> {
         self.with_data(|data, durable| durable.clone_from(data))
+    }
+
+    fn extend_zeroed(&mut self, end: u64) -> io::Result<()> {
+        let end = usize::try_from(end).map_err(io::Error::other)?;
+        self.with_data(|data, _| {
+            if data.len() < end {
+                data.resize(end, 0);
+            }
+        })
     }
 }
 
@@ -560,6 +580,7 @@ impl Fs for SimFs {
             fs: self.clone(),
             inode: id,
             epoch: world.epoch,
+            pos: 0,
         }))
     }
 
