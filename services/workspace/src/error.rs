@@ -20,7 +20,7 @@ pub const CODES: &[(&str, ErrorClass, &str)] = &[
     (
         "workspace.path_not_writable",
         ErrorClass::Recoverable,
-        "the path is visible but not under a writable root (`tool-results/` never is), or it holds an audit object (a returned task's `summaries/<invocation>-result.md`), which is never changed",
+        "the path is visible but not under a writable root (`tool-results/` never is), or it is `summaries/<name>-result.md`, reserved for a returned task's summary, or lies below one",
     ),
     (
         "workspace.path_denied",

@@ -152,19 +152,6 @@ impl Tree {
         lock(&self.stripes[Self::stripe(path)])
     }
 
-    /// [`Tree::lock_path`] for several paths at once: their stripes are taken once each, in
-    /// ascending order, so two callers locking overlapping sets never wait on each other in a
-    /// cycle. A caller holding these may take no other stripe.
-    pub fn lock_paths(&self, paths: &[PathBuf]) -> Vec<MutexGuard<'_, ()>> {
-        let mut stripes: Vec<usize> = paths.iter().map(|p| Self::stripe(p)).collect();
-        stripes.sort_unstable();
-        stripes.dedup();
-        stripes
-            .into_iter()
-            .map(|i| lock(&self.stripes[i]))
-            .collect()
-    }
-
     fn stripe(path: &Path) -> usize {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();

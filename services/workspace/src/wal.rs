@@ -1201,8 +1201,9 @@ impl Wal {
             Entry::Absent => Held::Free,
             Entry::UnderFile => Held::Other(format!("a parent folder of {path} is a file")),
             Entry::Dir => Held::Other(format!("{path} is a folder")),
-            // Under a root a model writes, a tree file is the model's, never this object, even
-            // with the same bytes.
+            // A model cannot write such a name (it is reserved for the object), but an older
+            // version let it: that file is the model's, never this object, even with the same
+            // bytes.
             Entry::File if paths::is_writable_audit_path(path) => {
                 Held::Other(format!("{path} was written as a file"))
             }
@@ -1211,32 +1212,6 @@ impl Wal {
                 _ => Held::Other(format!("{path} exists")),
             },
         })
-    }
-
-    /// Locks the tree paths of the objects that lie under a root a model may write (the tree's
-    /// path stripes, as `workspace.write_file` and `workspace.apply_patch` take them), so a put's
-    /// check of the tree and a tool's check of the log cannot interleave with the other's write.
-    fn lock_writable_paths(&self, key: &RunKey, objects: &[ObjectRef]) -> Vec<MutexGuard<'_, ()>> {
-        let paths: Vec<PathBuf> = objects
-            .iter()
-            .filter(|o| paths::is_writable_audit_path(&o.path))
-            .map(|o| self.tree.run_dir(&key.0, &key.1).join(&o.path))
-            .collect();
-        if paths.is_empty() {
-            return Vec::new();
-        }
-        self.tree.lock_paths(&paths)
-    }
-
-    /// Whether the log holds an audit object at `path` of `journal`'s run, pending or packed.
-    /// For a writer that holds the path's tree stripe (see [`Tree::lock_paths`]): no put of that
-    /// path can start or finish its check meanwhile.
-    pub fn holds_object(&self, journal: &RunJournal, path: &str) -> bool {
-        // Pending first: a checkpoint adds an object to the index before it leaves `pending`.
-        let pending = lock(&self.shared.pending)
-            .get(&journal.key)
-            .is_some_and(|run| run.contains_key(path));
-        pending || lock(&journal.objects).contains_key(path)
     }
 
     /// Marks objects pending (readable at once, durable with the group that carries them).
@@ -1282,8 +1257,6 @@ impl Wal {
         objects: Vec<ObjectRef>,
     ) -> Result<Claim, WsError> {
         let key = &journal.key;
-        // Taken before any other lock: the same order as a tool's write of such a path.
-        let _paths = self.lock_writable_paths(key, &objects);
         let mut state = lock(&journal.state);
         if state.sealed {
             return Err(WsError::status(
@@ -1479,7 +1452,6 @@ impl Wal {
         };
         let journal = self.journal(key).await?;
         let rx = {
-            let _paths = self.lock_writable_paths(key, std::slice::from_ref(&object));
             let mut pending = lock(&self.shared.pending);
             if !self.check_free(&journal, pending.get(key), &object, allow_identical)? {
                 return Ok(false);

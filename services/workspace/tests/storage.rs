@@ -1332,61 +1332,90 @@ async fn a_symlink_swapped_in_between_check_and_write_is_never_followed() {
 
 /// A model's own file at a returned task's summary path is never taken for the task's result,
 /// even with the same bytes, and nothing can be written below such a path.
+/// `summaries/<name>-result.md` is where a returned task's summary is kept: a model can write
+/// neither such a name nor below one, before or after the task returns, so a model's file never
+/// blocks a child's result nor is taken for one; every other name under `summaries/` is the
+/// model's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_summary_path_is_the_models_file_or_the_tasks_result_never_both() {
+async fn a_returned_tasks_summary_name_is_reserved_so_the_result_always_lands() {
     let mut s = common::start().await;
     s.run("default", "r1", "c", "i").await;
-    let path = "summaries/m-result.md";
-    let write = s
-        .call(
-            "default",
-            "r1",
-            "i",
+    let refused = |r: pb::ToolResult| r.error_code;
+    let writes = [
+        (
             "workspace.write_file",
-            json!({"path": path, "content": "same bytes"}),
-        )
+            json!({"path": "summaries/m-result.md", "content": "the model's"}),
+        ),
+        (
+            "workspace.write_file",
+            json!({"path": "summaries/m-result.md", "content": "x", "mode": "append"}),
+        ),
+        (
+            "workspace.apply_patch",
+            json!({"path": "summaries/m-result.md", "old_string": "a", "new_string": "b"}),
+        ),
+        (
+            "workspace.write_file",
+            json!({"path": "summaries/m-result.md/notes.md", "content": "x"}),
+        ),
+    ];
+    for (tool, args) in &writes {
+        let r = s
+            .call("default", "r1", "i", tool, args.clone())
+            .await
+            .unwrap();
+        assert!(
+            r.content.contains("summaries/m-result.md"),
+            "{tool}: {}",
+            r.content
+        );
+        assert_eq!(
+            refused(r).as_deref(),
+            Some("workspace.path_not_writable"),
+            "{tool} {args}"
+        );
+    }
+    let summaries = s.run_dir("default", "r1").join("summaries");
+    assert!(!summaries.join("m-result.md").exists());
+    // The task returns: its summary lands there and reads back; writes stay refused after.
+    s.storage
+        .put_audit_object(put("summaries/m-result.md", b"the child's result"))
         .await
         .unwrap();
-    assert_eq!(write.error_code, None, "{}", write.content);
-    let mut same = put(path, b"same bytes");
-    same.allow_identical = true;
-    let refused = s.storage.put_audit_object(same).await.unwrap_err();
-    assert_eq!(refused.code(), tonic::Code::AlreadyExists);
-    assert!(
-        refused.message().contains("written as a file"),
-        "{refused:?}"
-    );
     let key = ("default".to_owned(), "r1".to_owned());
-    assert!(s.ws.wal().object(&key, path).await.unwrap().is_none());
-    let below = s
-        .call(
-            "default",
-            "r1",
-            "i",
-            "workspace.write_file",
-            json!({"path": "summaries/t-result.md/notes.md", "content": "x"}),
-        )
+    let object =
+        s.ws.wal()
+            .object(&key, "summaries/m-result.md")
+            .await
+            .unwrap();
+    assert_eq!(*object.unwrap().read().unwrap(), b"the child's result");
+    let (tool, args) = &writes[0];
+    let r = s
+        .call("default", "r1", "i", tool, args.clone())
         .await
         .unwrap();
-    assert_eq!(
-        below.error_code.as_deref(),
-        Some("workspace.path_not_writable")
-    );
-    assert!(
-        !s.run_dir("default", "r1")
-            .join("summaries/t-result.md")
-            .exists()
-    );
-}
-
-/// A model writing `summaries/<child>-result.md` while the child's result is put there: one of
-/// the two wins, the other is refused, and what the path reads is the winner's — never a tree
-/// file that an audit object hides.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_write_racing_an_audit_put_of_the_same_path_never_leaves_a_hidden_file() {
-    let mut s = common::start().await;
-    s.run("default", "r1", "c", "i").await;
-    let races = (0..150).map(|i| {
+    assert_eq!(refused(r).as_deref(), Some("workspace.path_not_writable"));
+    // Other names under summaries/ are the model's.
+    for path in [
+        "summaries/m.md",
+        "summaries/m-result.md.bak",
+        "summaries/x/y-result.md",
+    ] {
+        let r = s
+            .call(
+                "default",
+                "r1",
+                "i",
+                "workspace.write_file",
+                json!({"path": path, "content": "notes"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.error_code, None, "{path}: {}", r.content);
+    }
+    // Writes racing the puts of other tasks' results: every result lands, every write is
+    // refused, and no tree file appears under an object.
+    let races = (0..40).map(|i| {
         let mut tools = s.tools.clone();
         let mut storage = s.storage.clone();
         async move {
@@ -1401,63 +1430,30 @@ async fn a_write_racing_an_audit_put_of_the_same_path_never_leaves_a_hidden_file
             );
             let put = storage.put_audit_object(put(&path, b"the child's result"));
             let (write, put) = tokio::join!(write, put);
-            (path, write.unwrap().error_code, put.map_err(|e| e.code()))
+            (path, write.unwrap().error_code, put.map(|_| ()))
         }
     });
     for (path, write, put) in futures::future::join_all(races).await {
-        let on_disk = s.run_dir("default", "r1").join(&path);
-        match (write.as_deref(), put) {
-            (None, Err(tonic::Code::AlreadyExists)) => {
-                assert_eq!(
-                    std::fs::read_to_string(&on_disk).unwrap(),
-                    "written by the model"
-                );
-            }
-            (Some("workspace.path_not_writable"), Ok(_)) => {
-                assert!(!on_disk.exists(), "{path}: a tree file under the object");
-            }
-            other => panic!("{path}: both or neither won: {other:?}"),
-        }
-    }
-    // The same race against a journal append that carries the summary, as the runtime sends a
-    // returned task's result (appends of one run are ordered, so one pair at a time).
-    let mut next_seq = 1;
-    for i in 0..60 {
-        let path = format!("summaries/a{i}-result.md");
-        let mut tools = s.tools.clone();
-        let write = common::call_with(
-            &mut tools,
-            "default",
-            "r1",
-            "i",
-            "workspace.write_file",
-            json!({"path": path, "content": "written by the model"}),
+        assert_eq!(
+            write.as_deref(),
+            Some("workspace.path_not_writable"),
+            "{path}"
         );
-        let append = s.storage.append_journal(pb::AppendJournalRequest {
-            run_id: "r1".into(),
-            expected_seq: next_seq,
-            records: vec![event("task_returned")],
-            epoch: 1,
-            cell_id: String::new(),
-            objects: vec![carried(&path, b"the child's result")],
-        });
-        let (write, append) = tokio::join!(write, append);
-        let on_disk = s.run_dir("default", "r1").join(&path);
-        match (
-            write.unwrap().error_code.as_deref(),
-            append.map_err(|e| e.code()),
-        ) {
-            (None, Err(tonic::Code::AlreadyExists)) => assert_eq!(
-                std::fs::read_to_string(&on_disk).unwrap(),
-                "written by the model"
-            ),
-            (Some("workspace.path_not_writable"), Ok(_)) => {
-                next_seq += 1;
-                assert!(!on_disk.exists(), "{path}: a tree file under the object");
-            }
-            other => panic!("{path}: both or neither won: {other:?}"),
-        }
+        put.unwrap();
+        assert!(!s.run_dir("default", "r1").join(&path).exists(), "{path}");
     }
+    // A file at such a name from before the names were reserved is the model's: the task's put
+    // there is refused and the file left as it was.
+    std::fs::write(summaries.join("old-result.md"), "an older model's file").unwrap();
+    let mut same = put("summaries/old-result.md", b"an older model's file");
+    same.allow_identical = true;
+    let err = s.storage.put_audit_object(same).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::AlreadyExists);
+    assert!(err.message().contains("written as a file"), "{err:?}");
+    assert_eq!(
+        std::fs::read_to_string(summaries.join("old-result.md")).unwrap(),
+        "an older model's file"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,8 +4,6 @@
 //! read requiring a full read) and the answers the model reads; must never write outside a
 //! writable root or let a write to an existing file pass without a matching read-state.
 
-use std::sync::Arc;
-
 use serde_json::json;
 use toolplane_text::{Matcher, WindowRequest, check_text, line_count, normalize_query, window};
 
@@ -16,7 +14,6 @@ use crate::{
     paths::{self, Roots, WsPath},
     runs::FileRead,
     tree::Read,
-    wal::{RunJournal, Wal},
 };
 
 fn not_found(path: &WsPath) -> WsError {
@@ -174,24 +171,11 @@ struct Written {
     version: String,
 }
 
-/// The refusal of a write to a path that holds an audit object (a returned task's summary under
-/// `summaries/`): audit objects are never changed.
-fn audit_object_not_writable(path: &WsPath) -> WsError {
-    WsError::tool(
-        "workspace.path_not_writable",
-        format!(
-            "{path} is the record of a returned task and is never changed; write to a new file instead"
-        ),
-    )
-}
-
-/// Refuses a write to a writable path that holds an audit object (`summaries/<child>-result.md`
-/// is the only kind) or lies below one. For such a path, returns what the write checks again
-/// under its path lock, which a put of that path takes too: the two never interleave.
-async fn refuse_audit_object(
-    call: &Call<'_>,
-    path: &WsPath,
-) -> Result<Option<AuditRecheck>, WsError> {
+/// Refuses a write to `summaries/<name>-result.md`, the name a returned task's summary is stored
+/// under (`summaries/<child invocation>-result.md`), or below such a name. The names are reserved
+/// whether or not the task has returned yet, so a model's file can neither block a child's
+/// result nor be taken for one.
+fn refuse_reserved(path: &WsPath) -> Result<(), WsError> {
     if let Some(ancestor) = paths::writable_audit_ancestor(path.as_str()) {
         return Err(WsError::tool(
             "workspace.path_not_writable",
@@ -200,30 +184,16 @@ async fn refuse_audit_object(
             ),
         ));
     }
-    if !paths::is_writable_audit_path(path.as_str()) {
-        return Ok(None);
+    if paths::is_writable_audit_path(path.as_str()) {
+        return Err(WsError::tool(
+            "workspace.path_not_writable",
+            format!(
+                "{path} is reserved: summaries/<name>-result.md is where a returned task's summary is kept; write to another name, such as summaries/<name>.md",
+                path = path.as_str()
+            ),
+        ));
     }
-    let key = (call.ctx.cell.clone(), call.ctx.run_id.clone());
-    let recheck = AuditRecheck {
-        wal: Arc::clone(call.ws.wal()),
-        journal: call.ws.wal().journal(&key).await?,
-    };
-    recheck.check(path)?;
-    Ok(Some(recheck))
-}
-
-struct AuditRecheck {
-    wal: Arc<Wal>,
-    journal: Arc<RunJournal>,
-}
-
-impl AuditRecheck {
-    fn check(&self, path: &WsPath) -> Result<(), WsError> {
-        if self.wal.holds_object(&self.journal, path.as_str()) {
-            return Err(audit_object_not_writable(path));
-        }
-        Ok(())
-    }
+    Ok(())
 }
 
 pub async fn write_file(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsError> {
@@ -241,7 +211,7 @@ pub async fn write_file(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsErr
     };
     paths::require_writable(&roots_of(call), &path)?;
     call.ctx.guard.check(&path)?;
-    let recheck = refuse_audit_object(call, &path).await?;
+    refuse_reserved(&path)?;
     check_write_limits(call, &path, &content)?;
     call.ws
         .runs()
@@ -256,9 +226,6 @@ pub async fn write_file(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsErr
         .blocking(move |tree| {
             let target = base.join(p.as_str());
             let _guard = tree.lock_path(&target);
-            if let Some(recheck) = &recheck {
-                recheck.check(&p)?;
-            }
             let current = match tree.read(&base, p.as_str())? {
                 Read::Dir => return Err(is_dir(&p)),
                 Read::Absent => None,
@@ -341,7 +308,7 @@ pub async fn apply_patch(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsEr
     let replace_all = args.bool("replace_all").unwrap_or(false);
     paths::require_writable(&roots_of(call), &path)?;
     call.ctx.guard.check(&path)?;
-    let recheck = refuse_audit_object(call, &path).await?;
+    refuse_reserved(&path)?;
     if old.is_empty() {
         return Err(WsError::tool(
             "workspace.patch_invalid",
@@ -368,9 +335,6 @@ pub async fn apply_patch(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsEr
         .blocking(move |tree| {
             let target = base.join(p.as_str());
             let _guard = tree.lock_path(&target);
-            if let Some(recheck) = &recheck {
-                recheck.check(&p)?;
-            }
             let bytes = match tree.read(&base, p.as_str())? {
                 Read::Dir => return Err(is_dir(&p)),
                 Read::Absent => return Err(not_found(&p)),
