@@ -195,7 +195,7 @@ pub const CODES: &[(&str, ErrorClass, &str)] = &[
     (
         "workspace.audit_exists",
         ErrorClass::System,
-        "a create-only audit object (put alone or carried by a journal append) already exists with other bytes, or collides with another object's path; nothing was written (ALREADY_EXISTS)",
+        "a create-only audit object (put alone or carried by a journal append) already exists with other bytes, or collides with another object's path, or a file is at that `summaries/<invocation>-result.md` (written by a model before the name was reserved; never taken for the object, even with the same bytes); nothing was written (ALREADY_EXISTS)",
     ),
     (
         "workspace.journal_conflict",

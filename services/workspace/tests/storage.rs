@@ -1330,8 +1330,6 @@ async fn a_symlink_swapped_in_between_check_and_write_is_never_followed() {
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
 }
 
-/// A model's own file at a returned task's summary path is never taken for the task's result,
-/// even with the same bytes, and nothing can be written below such a path.
 /// `summaries/<name>-result.md` is where a returned task's summary is kept: a model can write
 /// neither such a name nor below one, before or after the task returns, so a model's file never
 /// blocks a child's result nor is taken for one; every other name under `summaries/` is the
@@ -1645,9 +1643,8 @@ async fn a_crash_image_of_the_log_recovers_every_acknowledged_record_past_the_ze
             .await
             .unwrap();
     }
-    // The segment's file reaches past its frames: zeros the log wrote and synced ahead of its
-    // next group, so that group's sync flushes data alone. (The first group's extension is done
-    // before the writer takes the second group.)
+    // The segment's file reaches past its frames: zeros the first group wrote ahead and synced
+    // with itself, so the groups after it overwrite space the file has and sync data alone.
     let journal = s.data().join("journal");
     let segment = std::fs::read_dir(&journal)
         .unwrap()

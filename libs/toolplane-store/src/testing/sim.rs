@@ -33,8 +33,9 @@ pub enum CrashMode {
     /// Every directory change reached the disk, but no unsynced file contents did.
     KeepDirectoryEntries,
     /// Each unsynced directory entry independently reached the disk or not; each unsynced file
-    /// kept its old contents, its new ones, or a torn prefix of the new ones. Deterministic for
-    /// a given seed.
+    /// kept its old contents, its new ones, or the new ones up to a torn point and the old ones
+    /// after it (never less than a sync covered). Writes reaching the disk out of order (a later
+    /// page without an earlier one) are not modelled. Deterministic for a given seed.
     Arbitrary { seed: u64 },
 }
 
@@ -292,8 +293,16 @@ impl World {
                             0 => durable.clone(),
                             1 => data.clone(),
                             _ => {
-                                let keep = rng.below(data.len() as u64 + 1);
-                                data[..usize::try_from(keep).unwrap_or(0)].to_vec()
+                                // Written back in order up to a torn point: the new bytes
+                                // before it, the durable ones after it. What a sync covered
+                                // is never cut off.
+                                let keep =
+                                    usize::try_from(rng.below(data.len() as u64 + 1)).unwrap_or(0);
+                                let mut torn = data[..keep].to_vec();
+                                if let Some(rest) = durable.get(keep..) {
+                                    torn.extend_from_slice(rest);
+                                }
+                                torn
                             }
                         },
                         _ => durable.clone(),
