@@ -68,19 +68,20 @@ pub fn writable_audit_ancestor(path: &str) -> Option<&str> {
         .find(|ancestor| is_writable_audit_path(ancestor))
 }
 
+/// The roots under which audit paths lie (see [`is_audit_path`]).
+pub const AUDIT_ROOTS: [&str; 6] = [
+    "tool-args",
+    "tool-results",
+    "input",
+    "model-responses",
+    "agent-results",
+    "summaries",
+];
+
 /// Whether audit objects may lie under `prefix` (a path prefix; empty means everywhere).
 pub fn may_hold_audit_paths(prefix: &str) -> bool {
     let root = prefix.split('/').next().unwrap_or("");
-    root.is_empty()
-        || matches!(
-            root,
-            "tool-args"
-                | "tool-results"
-                | "input"
-                | "model-responses"
-                | "agent-results"
-                | "summaries"
-        )
+    root.is_empty() || AUDIT_ROOTS.contains(&root)
 }
 
 pub const MAX_PATH_BYTES: usize = 1024;

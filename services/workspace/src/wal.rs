@@ -48,7 +48,7 @@ use std::{
     io,
     path::{Path, PathBuf},
     sync::{
-        Arc, Mutex, MutexGuard, PoisonError,
+        Arc, Mutex, MutexGuard, OnceLock, PoisonError,
         atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
         mpsc,
     },
@@ -657,6 +657,9 @@ pub struct RunJournal {
     /// Looked up since the last eviction pass: a journal in use is not dropped (reloading
     /// it would rebuild its object index from its packs).
     used: AtomicBool,
+    /// Whether the run's tree may have an entry at an audit path, found on the first put after
+    /// a load ([`Wal::tree_may_hold_objects`]).
+    tree_objects: OnceLock<bool>,
 }
 
 #[derive(Debug, Default)]
@@ -689,6 +692,7 @@ impl RunJournal {
             objects: Mutex::new(objects),
             last_pack: AtomicU64::new(packs.last().copied().unwrap_or(0)),
             used: AtomicBool::new(true),
+            tree_objects: OnceLock::new(),
             key,
             files,
             state: Mutex::new(JournalState {
@@ -1197,6 +1201,9 @@ impl Wal {
             }
         }
         let base = self.tree.run_dir(&journal.key.0, &journal.key.1);
+        if !self.tree_may_hold_objects(journal, &base)? {
+            return Ok(Held::Free);
+        }
         Ok(match self.tree.probe(&base, path)? {
             Entry::Absent => Held::Free,
             Entry::UnderFile => Held::Other(format!("a parent folder of {path} is a file")),
@@ -1212,6 +1219,42 @@ impl Wal {
                 _ => Held::Other(format!("{path} exists")),
             },
         })
+    }
+
+    /// Whether the run's tree may have a file or folder at an audit path, so that a put must
+    /// probe the tree: only a run an older version wrote, which kept audit objects as tree files
+    /// (`tool-args/`, `input/`, …) or let a model write `summaries/<name>-result.md`. The tools
+    /// create no such entry (no audit root but `summaries/` is writable, and there those names
+    /// are reserved), so this is found once per load: a few `lstat`s and one listing of
+    /// `summaries/` instead of a probe per object.
+    fn tree_may_hold_objects(&self, journal: &RunJournal, base: &Path) -> Result<bool, WsError> {
+        if let Some(&found) = journal.tree_objects.get() {
+            return Ok(found);
+        }
+        let mut found = false;
+        for root in paths::AUDIT_ROOTS {
+            match (root, self.tree.probe(base, root)?) {
+                (_, Entry::Absent) => {}
+                ("summaries", Entry::Dir) => {
+                    let dir = base.join(root);
+                    found = match self.tree.fs().read_dir(&dir) {
+                        Ok(entries) => entries.iter().any(|e| {
+                            e.name
+                                .to_str()
+                                .is_none_or(|n| paths::is_audit_path(&format!("{root}/{n}")))
+                        }),
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+                        Err(e) => return Err(io_err("list", &dir, e)),
+                    };
+                }
+                _ => found = true,
+            }
+            if found {
+                break;
+            }
+        }
+        let _ = journal.tree_objects.set(found);
+        Ok(found)
     }
 
     /// Marks objects pending (readable at once, durable with the group that carries them).

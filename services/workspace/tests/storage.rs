@@ -1440,18 +1440,44 @@ async fn a_returned_tasks_summary_name_is_reserved_so_the_result_always_lands() 
         put.unwrap();
         assert!(!s.run_dir("default", "r1").join(&path).exists(), "{path}");
     }
-    // A file at such a name from before the names were reserved is the model's: the task's put
-    // there is refused and the file left as it was.
+    // A file at such a name from before the names were reserved (planted here while the
+    // service is stopped) is the model's: the task's put there is refused, even with the same
+    // bytes, and the file is left as it was.
+    s.ws.shutdown();
     std::fs::write(summaries.join("old-result.md"), "an older model's file").unwrap();
-    let mut same = put("summaries/old-result.md", b"an older model's file");
-    same.allow_identical = true;
-    let err = s.storage.put_audit_object(same).await.unwrap_err();
-    assert_eq!(err.code(), tonic::Code::AlreadyExists);
-    assert!(err.message().contains("written as a file"), "{err:?}");
+    let ws = reopen(&s.data(), Default::default()).await;
+    let err = ws
+        .wal()
+        .put_object(
+            &key,
+            "summaries/old-result.md",
+            b"an older model's file".to_vec(),
+            true,
+            true,
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("workspace.audit_exists") && err.contains("written as a file"),
+        "{err}"
+    );
     assert_eq!(
         std::fs::read_to_string(summaries.join("old-result.md")).unwrap(),
         "an older model's file"
     );
+    // Other names are still free in that run.
+    ws.wal()
+        .put_object(
+            &key,
+            "summaries/new-result.md",
+            b"a result".to_vec(),
+            true,
+            false,
+        )
+        .await
+        .unwrap();
+    ws.shutdown();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
