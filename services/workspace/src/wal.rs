@@ -1315,11 +1315,10 @@ impl Wal {
                 objects,
             });
         }
-        let mut pending = lock(&self.shared.pending);
-        for o in &objects {
-            self.check_free(journal, pending.get(key), o, false)?;
-        }
         let last = expected_seq + records.len() as u64 - 1;
+        // The frames (checksums, encoding) are built under the run's lock only; the log's lock
+        // of pending objects, which every run's puts and appends take, covers just the
+        // create-only check, the send and the hold.
         let size: usize = objects
             .iter()
             .map(|o| o.bytes.len() + o.path.len() + 64)
@@ -1337,6 +1336,10 @@ impl Wal {
                 record.run_id.clone_from(&key.1);
             }
             event_frame(&mut frames, key, record);
+        }
+        let mut pending = lock(&self.shared.pending);
+        for o in &objects {
+            self.check_free(journal, pending.get(key), o, false)?;
         }
         let (tx, rx) = oneshot::channel();
         let mut after: Vec<After> = objects.iter().cloned().map(After::Object).collect();
@@ -1494,13 +1497,14 @@ impl Wal {
             put_at: now_ms(),
         };
         let journal = self.journal(key).await?;
+        // Built before the log's lock of pending objects is taken, as in `claim`.
+        let mut frames = Vec::with_capacity(object.bytes.len() + object.path.len() + 64);
+        object_frame(&mut frames, &object);
         let rx = {
             let mut pending = lock(&self.shared.pending);
             if !self.check_free(&journal, pending.get(key), &object, allow_identical)? {
                 return Ok(false);
             }
-            let mut frames = Vec::with_capacity(object.bytes.len() + object.path.len() + 64);
-            object_frame(&mut frames, &object);
             let (tx, rx) = oneshot::channel();
             self.send(Job::Append {
                 frames,
