@@ -149,14 +149,11 @@ impl Tree {
 
     /// Serialises writers of one path within this process (check-then-write must not interleave).
     pub fn lock_path(&self, path: &Path) -> MutexGuard<'_, ()> {
-        lock(&self.stripes[Self::stripe(path)])
-    }
-
-    fn stripe(path: &Path) -> usize {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         path.hash(&mut h);
-        (h.finish() as usize) % STRIPES
+        let i = (h.finish() as usize) % STRIPES;
+        lock(&self.stripes[i])
     }
 
     fn kind(&self, path: &Path) -> Result<Option<FileKind>, WsError> {
