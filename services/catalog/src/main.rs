@@ -9,6 +9,10 @@ use std::process::ExitCode;
 use clap::Parser;
 use toolplane_catalog::{CatalogConfig, CatalogError, StoreConfig};
 
+/// The process's allocator: mimalloc (BENCHMARKS.md, "Allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The toolplane catalog: tool descriptors of every source, agent profiles and policies.
 #[derive(Debug, Parser)]
 #[command(name = "toolplane-catalog", version)]

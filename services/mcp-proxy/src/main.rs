@@ -10,6 +10,10 @@ use toolplane_mcp_proxy::config::Config;
 use toolplane_mcp_proxy::{McpProxy, STORE_NAMESPACE};
 use toolplane_store::{FsStore, Store, StoreExt as _};
 
+/// The process's allocator: mimalloc (BENCHMARKS.md, "Allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "toolplane-mcp-proxy",

@@ -8,6 +8,10 @@ use std::path::PathBuf;
 use clap::Parser;
 use toolplane_runtime::RuntimeConfig;
 
+/// The process's allocator: mimalloc (BENCHMARKS.md, "Allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(name = "toolplane-runtime", about = "The toolplane runtime service")]
 struct Args {

@@ -23,6 +23,11 @@ use toolplane_proto::v1::profile_service_client::ProfileServiceClient;
 use toolplane_proto::v1::runtime_service_client::RuntimeServiceClient;
 use toolplane_proto::v1::workspace_service_client::WorkspaceServiceClient;
 
+/// The allocator the shipped binaries use (BENCHMARKS.md, "Allocator"), so that the plane in this
+/// process runs as `toolplane up` does.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const SAMPLES: usize = 2000;
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -47,6 +52,17 @@ async fn channel(url: &str) -> Channel {
         .connect()
         .await
         .unwrap()
+}
+
+/// CPU time of this process (every thread: the plane and the benchmark's clients), in ms.
+fn cpu_ms() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of the line (11 and 12 after the name); 100 ticks/s.
+    (ticks(11) + ticks(12)) * 10.0
 }
 
 struct Inv {
@@ -339,12 +355,19 @@ async fn throughput(rt: &mut RuntimeServiceClient<Channel>) {
             }));
         }
         let started = Instant::now();
+        let cpu_before = cpu_ms();
         let mut total = 0;
         for t in tasks {
             total += t.await.unwrap();
         }
-        let rate = total as f64 / started.elapsed().as_secs_f64();
-        println!("throughput at {conc:>2} concurrent invocations: {rate:.0} calls/s");
+        let wall = started.elapsed().as_secs_f64();
+        let cpu = cpu_ms() - cpu_before;
+        let rate = total as f64 / wall;
+        println!(
+            "throughput at {conc:>2} concurrent invocations: {rate:.0} calls/s ({:.3} ms of CPU per call, {:.2} cores busy)",
+            cpu / total as f64,
+            cpu / 1000.0 / wall
+        );
         rates.push(rate);
     }
     let scale = rates[2] / rates[0];

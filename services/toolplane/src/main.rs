@@ -8,6 +8,11 @@ use clap::Parser;
 use toolplane::cli::{Cli, Command};
 use toolplane::error::EXIT_FAILURE;
 
+/// The process's allocator: mimalloc rather than glibc's malloc, which spends fewer cycles on the
+/// many small, short-lived buffers of a tool call across threads (BENCHMARKS.md, "Allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -11,6 +11,10 @@ use toolplane_workspace::{
     config::{Cli, Config},
 };
 
+/// The process's allocator: mimalloc (BENCHMARKS.md, "Allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 async fn shutdown_signal() {
     #[cfg(unix)]
     {
