@@ -12,7 +12,7 @@ use std::{
     io,
     path::{Path, PathBuf},
     sync::Arc,
-    time::{SystemTime, UNIX_EPOCH},
+    time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
 use sha2::{Digest, Sha256};
@@ -173,6 +173,8 @@ impl Workspace {
         let store = store.namespace("workspace")?;
         let session = format!("{}-{}", std::process::id(), now_ms());
         let segment_bytes = limits.journal_segment_bytes;
+        let idle_close = (limits.journal_idle_close_ms > 0)
+            .then(|| Duration::from_millis(limits.journal_idle_close_ms));
         let opened =
             tokio::task::spawn_blocking(move || -> Result<(Arc<Tree>, Arc<Wal>), WsError> {
                 for dir in ["tree", "tmp", "journal", "journal/runs"] {
@@ -195,6 +197,7 @@ impl Workspace {
                     data.join("journal"),
                     Arc::clone(&tree),
                     segment_bytes,
+                    idle_close,
                 )?);
                 Ok((tree, wal))
             })

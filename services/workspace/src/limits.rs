@@ -46,6 +46,10 @@ pub struct Limits {
     /// Size after which the journal log starts a new segment and checkpoints the closed one into
     /// run trees and journal files (bytes). Bounds the log on disk and the records kept in memory.
     pub journal_segment_bytes: u64,
+    /// A journal segment holding records that sees no append for this long (milliseconds) is
+    /// closed and checkpointed, and the next one made ready; 0 never closes a segment for
+    /// quiet.
+    pub journal_idle_close_ms: u64,
 }
 
 impl Default for Limits {
@@ -70,6 +74,7 @@ impl Default for Limits {
             max_skill_bytes: 16 * 1024 * 1024,
             max_worldinfo_bytes: 8 * 1024 * 1024,
             journal_segment_bytes: 16 * 1024 * 1024,
+            journal_idle_close_ms: 2_000,
         }
     }
 }

@@ -19,7 +19,8 @@
 //!
 //! **Checkpoints.** Until its segment is checkpointed an audit object is served from memory
 //! (`pending`; puts wait while too much is). Once the writer closes a segment (it passed
-//! `journal_segment_bytes`, or a checkpoint was asked for, or the service stops), the checkpointer
+//! `journal_segment_bytes`, or it holds records and the log was quiet for `journal_idle_close_ms`,
+//! or a checkpoint was asked for, or the service stops), the checkpointer
 //! writes each run's objects of that segment into one new immutable object pack of the run
 //! (`objects-<n>.pack`, numbered per run; frames of path, put time and bytes) and adds them to
 //! the run's object index, writes each run's records into an immutable journal file
@@ -53,6 +54,7 @@ use std::{
         mpsc,
     },
     thread::JoinHandle,
+    time::Duration,
 };
 
 use prost::Message;
@@ -1056,6 +1058,7 @@ impl Wal {
         dir: PathBuf,
         tree: Arc<Tree>,
         segment_bytes: u64,
+        idle_close: Option<Duration>,
     ) -> Result<Wal, WsError> {
         let shared = Arc::new(Shared::default());
         let files = Arc::new(Files {
@@ -1094,6 +1097,7 @@ impl Wal {
             size: 0,
             zeroed: 0,
             segment_bytes: segment_bytes.min(MAX_SEGMENT_BYTES),
+            idle_close,
             shared: Arc::clone(&shared),
             notes: notes_tx,
             buf: Vec::new(),
@@ -1836,6 +1840,8 @@ struct Writer {
     /// How far the current segment's file extends, zeros past `size` included.
     zeroed: u64,
     segment_bytes: u64,
+    /// A segment holding records that sees no append for this long is closed ([`Writer::idle`]).
+    idle_close: Option<Duration>,
     shared: Arc<Shared>,
     notes: mpsc::Sender<Note>,
     /// The group being written (kept to reuse its allocation).
@@ -1844,7 +1850,21 @@ struct Writer {
 
 impl Writer {
     fn run(mut self, rx: mpsc::Receiver<Job>) {
-        while let Ok(first) = rx.recv() {
+        loop {
+            let first = match self.idle_close {
+                Some(quiet) if self.size > 0 => match rx.recv_timeout(quiet) {
+                    Ok(job) => job,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        self.idle();
+                        continue;
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                },
+                _ => match rx.recv() {
+                    Ok(job) => job,
+                    Err(mpsc::RecvError) => break,
+                },
+            };
             let mut jobs = Vec::new();
             let mut checkpoint = None;
             let mut bytes = 0;
@@ -1939,22 +1959,11 @@ impl Writer {
                 self.buf.extend_from_slice(frames);
             }
         }
-        let file = match &mut self.file {
-            Some(file) => file,
-            None => {
-                let path = self.dir.join(segment_name(self.segment));
-                let file = self
-                    .fs
-                    .create_new(&path)
-                    .map_err(|e| format!("workspace.io: create segment {}: {e}", path.display()))?;
-                self.fs.sync_dir(&self.dir).map_err(|e| {
-                    format!(
-                        "workspace.io: sync journal directory {}: {e}",
-                        self.dir.display()
-                    )
-                })?;
-                self.file.insert(file)
-            }
+        if self.file.is_none() {
+            self.file = Some(self.create_segment()?);
+        }
+        let Some(file) = self.file.as_mut() else {
+            return Err("workspace.io: the journal segment is not open".into());
         };
         file.write_all(&self.buf)
             .map_err(|e| format!("workspace.io: write journal: {e}"))?;
@@ -1975,6 +1984,62 @@ impl Writer {
             self.buf = Vec::new();
         }
         Ok(())
+    }
+
+    /// Creates the current segment's file, durably named.
+    fn create_segment(&self) -> Result<Box<dyn FsFile>, String> {
+        let path = self.dir.join(segment_name(self.segment));
+        let file = self
+            .fs
+            .create_new(&path)
+            .map_err(|e| format!("workspace.io: create segment {}: {e}", path.display()))?;
+        self.fs.sync_dir(&self.dir).map_err(|e| {
+            format!(
+                "workspace.io: sync journal directory {}: {e}",
+                self.dir.display()
+            )
+        })?;
+        Ok(file)
+    }
+
+    /// The log went quiet with records in its segment: closes the segment, so the checkpointer
+    /// moves them into their journal files and packs now rather than in the middle of the next
+    /// busy period, and makes the next segment's file with its zeros ahead, so the first group
+    /// after the pause finds it ready. A failure to make that file only leaves it to the first
+    /// group, as after a start; a file that cannot be removed again poisons the log, since the
+    /// first group could not create it.
+    fn idle(&mut self) {
+        self.roll(None);
+        if self.shared.poisoned.load(Ordering::Acquire) {
+            return;
+        }
+        let mut file = match self.create_segment() {
+            Ok(file) => file,
+            Err(message) => {
+                tracing::warn!(error = %message, "next journal segment not made ahead");
+                let path = self.dir.join(segment_name(self.segment));
+                match self.fs.remove_file(&path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => {
+                        tracing::error!(error = %e, "a journal segment made ahead cannot be removed");
+                        self.shared.poisoned.store(true, Ordering::Release);
+                    }
+                }
+                return;
+            }
+        };
+        let mut zeroed = 0;
+        zero_ahead(file.as_mut(), 0, &mut zeroed, self.segment_bytes);
+        if zeroed > 0
+            && let Err(e) = file.sync_data()
+        {
+            // The zeros may not all be there; the segment's groups append as without them.
+            tracing::warn!(error = %e, "zeros ahead of the next journal segment not synced");
+            zeroed = self.segment_bytes;
+        }
+        self.file = Some(file);
+        self.zeroed = zeroed;
     }
 
     /// Closes the current segment and hands it to the checkpointer.

@@ -23,11 +23,12 @@ use toolplane_store::{
 };
 use toolplane_workspace::{Workspace, WorkspaceGrpc, limits::Limits, tree::NoHooks};
 
-/// Segments never roll by size in these tests: checkpoints happen when a test asks, or when the
-/// service stops.
+/// Segments never roll by size or for quiet in these tests: checkpoints happen when a test asks,
+/// or when the service stops.
 fn limits() -> Limits {
     Limits {
         journal_segment_bytes: u64::MAX,
+        journal_idle_close_ms: 0,
         ..Limits::default()
     }
 }

@@ -1648,7 +1648,12 @@ fn copy_tree(from: &Path, to: &Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_image_of_the_log_recovers_every_acknowledged_record_past_the_zeros_ahead() {
-    let mut s = start().await;
+    // The segment stays open however slowly the test runs: no close for quiet.
+    let limits = toolplane_workspace::limits::Limits {
+        journal_idle_close_ms: 0,
+        ..Default::default()
+    };
+    let mut s = start_with(Arc::new(toolplane_workspace::tree::NoHooks), limits).await;
     s.run("default", "r1", "c", "i").await;
     for n in 0..3u64 {
         s.storage
@@ -1721,6 +1726,124 @@ async fn a_crash_image_of_the_log_recovers_every_acknowledged_record_past_the_ze
         !std::fs::read_dir(image.path().join("journal"))
             .unwrap()
             .any(|e| e.unwrap().path().extension().is_some_and(|e| e == "wal"))
+    );
+    ws.shutdown();
+    s.ws.shutdown();
+}
+
+fn segments(journal: &Path) -> Vec<std::path::PathBuf> {
+    let mut found: Vec<_> = std::fs::read_dir(journal)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
+        .collect();
+    found.sort();
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_log_checkpoints_its_segment_and_makes_the_next_one_ready() {
+    let limits = toolplane_workspace::limits::Limits {
+        journal_idle_close_ms: 200,
+        ..Default::default()
+    };
+    let mut s = start_with(Arc::new(toolplane_workspace::tree::NoHooks), limits.clone()).await;
+    s.run("default", "r1", "c", "i").await;
+    let append = |n: u64| pb::AppendJournalRequest {
+        run_id: "r1".into(),
+        expected_seq: n,
+        records: vec![event(&format!("e{n}"))],
+        epoch: 1,
+        cell_id: String::new(),
+        objects: vec![carried(
+            &format!("tool-args/i/call_{n:016x}.json"),
+            format!("{{\"n\":{n}}}").as_bytes(),
+        )],
+    };
+    s.storage.append_journal(append(1)).await.unwrap();
+    let journal = s.data().join("journal");
+    let run_files = journal.join("runs/default/r1");
+    let listing = |dir: &Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().into_string().unwrap())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // The quiet log closes the segment: its record and object move into the run's journal file
+    // and pack, and the next segment is made with its zeros, holding no record yet.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let first = segments(&journal);
+    assert_eq!(first.len(), 1, "one open segment: {first:?}");
+    loop {
+        let files = listing(&run_files);
+        let now = segments(&journal);
+        if files.iter().any(|f| f.ends_with(".jrn"))
+            && files.iter().any(|f| f.ends_with(".pack"))
+            && now.len() == 1
+            && now != first
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the quiet segment was not checkpointed: run files {files:?}, segments {now:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let ready = segments(&journal).remove(0);
+    let bytes = std::fs::read(&ready).unwrap();
+    assert!(
+        bytes.len() >= 768 * 1024 && bytes.iter().all(|&b| b == 0),
+        "the next segment is ready, zeros only: {} bytes",
+        bytes.len()
+    );
+
+    // The next append is written into that segment, over its zeros.
+    s.storage.append_journal(append(2)).await.unwrap();
+    let bytes = std::fs::read(&ready).unwrap();
+    let written = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    assert!(
+        written > 0 && written < 64 * 1024 && bytes.len() >= 768 * 1024,
+        "the group went into the ready segment: {written} of {} bytes",
+        bytes.len()
+    );
+
+    // A crash image taken now (the first record checkpointed, the second only in the segment)
+    // recovers both, and a start over a segment of zeros alone (made ahead, never written) is
+    // clean too.
+    let image = tempfile::tempdir().unwrap();
+    copy_tree(&s.data(), image.path());
+    let empty = image.path().join("journal").join("seg-0000000100.wal");
+    std::fs::write(&empty, vec![0u8; 1024 * 1024]).unwrap();
+    let ws = reopen(image.path(), limits).await;
+    let key = ("default".to_owned(), "r1".to_owned());
+    let page = ws
+        .wal()
+        .journal(&key)
+        .await
+        .unwrap()
+        .read(1, 100)
+        .await
+        .unwrap();
+    let kinds: Vec<_> = page.records.iter().map(|r| r.r#type.clone()).collect();
+    assert_eq!(kinds, ["e1", "e2"]);
+    for n in 1..=2u64 {
+        let object = ws
+            .wal()
+            .object(&key, &format!("tool-args/i/call_{n:016x}.json"))
+            .await
+            .unwrap()
+            .expect("the object is recovered");
+        assert_eq!(
+            *object.read().unwrap(),
+            format!("{{\"n\":{n}}}").into_bytes()
+        );
+    }
+    assert!(
+        segments(&image.path().join("journal")).is_empty(),
+        "recovered segments are checkpointed and deleted"
     );
     ws.shutdown();
     s.ws.shutdown();
