@@ -149,7 +149,7 @@ async fn main() {
         memory(&mut rt).await;
         // A pause, as between two bursts: the workspace closes the quiet log segment and
         // checkpoints the 1,000 runs' records and objects now, not during the next part.
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        tokio::time::sleep(Duration::from_secs(8)).await;
     }
     if only.is_empty() || only == "latency" {
         latency(&mut rt, &plane.workspace_url()).await;
