@@ -186,7 +186,7 @@ impl Journal {
                 })
                 .collect(),
         };
-        if let Err(status) = peers.workspace().append_journal(req).await {
+        if let Err(status) = peers.append_journal(req).await {
             if is_audit_exists(&status) {
                 return Err(duplicate_object(&paths.join(", ")));
             }

@@ -8,6 +8,7 @@
 //! binary around [`start`].
 
 pub mod agents;
+pub mod appends;
 pub mod config;
 pub mod control;
 pub mod convert;

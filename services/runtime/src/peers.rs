@@ -13,6 +13,7 @@ use toolplane_proto::v1::tool_executor_client::ToolExecutorClient;
 use toolplane_proto::v1::workspace_service_client::WorkspaceServiceClient;
 use toolplane_telemetry::TraceContextInterceptor;
 
+use crate::appends::Appends;
 use crate::config::RuntimeConfig;
 use crate::error::RuntimeError;
 
@@ -27,6 +28,7 @@ pub struct Peers {
     workspace: Channel,
     mcp_proxy: Channel,
     external: Arc<Mutex<HashMap<String, Channel>>>,
+    appends: Arc<Appends>,
 }
 
 fn channel(url: &str) -> Result<Channel, RuntimeError> {
@@ -44,6 +46,7 @@ impl Peers {
             workspace: channel(&cfg.workspace_url)?,
             mcp_proxy: channel(&cfg.mcp_proxy_url)?,
             external: Arc::new(Mutex::new(HashMap::new())),
+            appends: Arc::new(Appends::default()),
         })
     }
 
@@ -56,6 +59,15 @@ impl Peers {
         WorkspaceServiceClient::with_interceptor(self.workspace.clone(), TraceContextInterceptor)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    /// Appends to a run's journal, sharing requests with other runs' appends under load
+    /// ([`crate::appends`]).
+    pub async fn append_journal(
+        &self,
+        request: toolplane_proto::v1::AppendJournalRequest,
+    ) -> Result<(), tonic::Status> {
+        self.appends.append(self, request).await
     }
 
     pub fn workspace_executor(&self) -> ToolExecutorClient<Traced> {

@@ -581,3 +581,80 @@ async fn a_finished_run_reports_its_journal_end_after_a_restart() {
     );
     h.plane.shutdown().await;
 }
+
+/// Many invocations calling at once: their journal appends share requests to the workspace
+/// (`AppendJournals`) while earlier ones are in flight. Every call's records still land in its
+/// own run's journal, complete and in order, and every caller gets its own results.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_invocations_calling_at_once_each_keep_their_own_journal() {
+    let mut h = harness().await;
+    h.put_profile(writer_profile()).await;
+    const INVOCATIONS: usize = 24;
+    const ROUNDS: usize = 4;
+    let mut opened = Vec::new();
+    for _ in 0..INVOCATIONS {
+        let run = h.create_run("writer", true).await;
+        let inv = h.open(&run, OPENAI).await;
+        opened.push((run, inv.invocation_id, inv.first_turn.unwrap().turn_id));
+    }
+    let mut tasks = Vec::new();
+    for (n, (run, inv, mut turn)) in opened.into_iter().enumerate() {
+        let mut client = h.runtime.clone();
+        tasks.push(tokio::spawn(async move {
+            for round in 0..ROUNDS {
+                let call_id = format!("call_{n}_{round}");
+                let r = client
+                    .execute_tool_calls(pb::ExecuteToolCallsRequest {
+                        invocation_id: inv.clone(),
+                        turn_id: turn.clone(),
+                        provider_format: OPENAI as i32,
+                        calls_json: openai_calls(&[(
+                            &call_id,
+                            "workspace_write_file",
+                            json!({"path": format!("scratch/{round}.md"), "content": format!("{n}/{round}")}),
+                        )])
+                        .to_string(),
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap()
+                    .into_inner();
+                assert!(!r.results[0].is_error, "{:?}", r.results[0]);
+                assert_eq!(r.results[0].call_id, call_id);
+                turn = r.next_turn.unwrap().turn_id;
+            }
+            run
+        }));
+    }
+    let mut runs = Vec::new();
+    for t in tasks {
+        runs.push(t.await.unwrap());
+    }
+    for (n, run) in runs.iter().enumerate() {
+        let journal = h.journal(run).await;
+        let seqs: Vec<u64> = journal.iter().map(|r| r.seq).collect();
+        assert_eq!(
+            seqs,
+            (1..=journal.len() as u64).collect::<Vec<_>>(),
+            "{run}: sequence numbers without a gap"
+        );
+        let completed: Vec<String> = journal
+            .iter()
+            .filter(|r| r.r#type == "tool_call_completed")
+            .map(|r| payload(r)["callId"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        assert_eq!(
+            completed,
+            (0..ROUNDS)
+                .map(|round| format!("call_{n}_{round}"))
+                .collect::<Vec<_>>(),
+            "{run}: its own calls, in order"
+        );
+        let last = h.object(run, &format!("scratch/{}.md", ROUNDS - 1)).await;
+        assert_eq!(
+            last.as_deref(),
+            Some(format!("{n}/{}", ROUNDS - 1).as_bytes()),
+            "{run}"
+        );
+    }
+}

@@ -46,9 +46,9 @@ pub struct Limits {
     /// Size after which the journal log starts a new segment and checkpoints the closed one into
     /// run trees and journal files (bytes). Bounds the log on disk and the records kept in memory.
     pub journal_segment_bytes: u64,
-    /// A journal segment holding records that sees no append for this long (milliseconds) is
-    /// closed and checkpointed, and the next one made ready; 0 never closes a segment for
-    /// quiet.
+    /// A journal segment holding at least 1/16 of `journal_segment_bytes` that sees no append for
+    /// this long (milliseconds) is closed and checkpointed, and the next one made ready; 0 never
+    /// closes a segment for quiet.
     pub journal_idle_close_ms: u64,
 }
 

@@ -3,7 +3,7 @@
 //! validation, the epoch check of every mutating RPC and the mapping of errors to statuses; must
 //! never answer a recoverable tool error with a status, nor a system failure with a tool result.
 
-use std::{pin::Pin, sync::Arc, time::Instant};
+use std::{collections::HashSet, pin::Pin, sync::Arc, time::Instant};
 
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
@@ -31,6 +31,9 @@ pub const DEFAULT_CELL: &str = "default";
 
 /// Most audit objects one journal append may carry (a tool call carries two or three).
 pub const MAX_APPEND_OBJECTS: usize = 64;
+
+/// Most appends one `AppendJournals` request may carry.
+pub const MAX_BATCH_APPENDS: usize = 256;
 
 /// Both gRPC services over one engine.
 #[derive(Debug, Clone)]
@@ -89,6 +92,84 @@ fn audit_path(raw: &str) -> Result<paths::WsPath, WsError> {
 type Rpc<T> = Result<Response<T>, Status>;
 
 impl WorkspaceGrpc {
+    /// One `AppendJournal`, on its own or as part of an `AppendJournals`.
+    async fn append_one(
+        &self,
+        r: pb::AppendJournalRequest,
+    ) -> Result<pb::AppendJournalResponse, WsError> {
+        let (cell, run_id, run) = self.run(&r.cell_id, &r.run_id).await?;
+        if r.records.is_empty() || r.expected_seq == 0 {
+            return Err(WsError::invalid_request(
+                "an append needs records and expected_seq >= 1",
+            ));
+        }
+        let size: usize = r.records.iter().map(prost::Message::encoded_len).sum();
+        if size > self.ws.limits().max_journal_append_bytes {
+            return Err(WsError::invalid_request(format!(
+                "append is {size} bytes, over the limit of {}",
+                self.ws.limits().max_journal_append_bytes
+            )));
+        }
+        for (i, record) in r.records.iter().enumerate() {
+            if record.seq != 0 && record.seq != r.expected_seq + i as u64 {
+                return Err(WsError::invalid_request(format!(
+                    "record {i} has seq {}, expected {}",
+                    record.seq,
+                    r.expected_seq + i as u64
+                )));
+            }
+            if !record.run_id.is_empty() && record.run_id != run_id {
+                return Err(WsError::invalid_request(format!(
+                    "record {i} belongs to run {}",
+                    record.run_id
+                )));
+            }
+            if record.r#type.is_empty() {
+                return Err(WsError::invalid_request(format!("record {i} has no type")));
+            }
+        }
+        if r.objects.len() > MAX_APPEND_OBJECTS {
+            return Err(WsError::invalid_request(format!(
+                "an append carries {} objects, more than {MAX_APPEND_OBJECTS}",
+                r.objects.len()
+            )));
+        }
+        let mut objects = Vec::with_capacity(r.objects.len());
+        for o in r.objects {
+            let path = audit_path(&o.path)?;
+            if o.content.len() > self.ws.limits().max_audit_bytes {
+                return Err(WsError::invalid_request(format!(
+                    "object `{}` is {} bytes, over the limit of {}",
+                    o.path,
+                    o.content.len(),
+                    self.ws.limits().max_audit_bytes
+                )));
+            }
+            objects.push((path.as_str().to_owned(), o.content));
+        }
+        for (i, (a, _)) in objects.iter().enumerate() {
+            if let Some((b, _)) = objects.iter().skip(i + 1).find(|(b, _)| {
+                a == b || b.starts_with(&format!("{a}/")) || a.starts_with(&format!("{b}/"))
+            }) {
+                return Err(WsError::invalid_request(format!(
+                    "objects `{a}` and `{b}` of one append collide"
+                )));
+            }
+        }
+        self.ws.runs().check_epoch(&run, r.epoch, false).await?;
+        // The objects go into the log before the records that name them, in the same
+        // job: one group commit covers both, and an existing object fails the whole
+        // append before anything is written.
+        let appended = r.records.len();
+        let last_seq = self
+            .ws
+            .wal()
+            .append(&(cell, run_id), r.expected_seq, r.records, objects)
+            .await?;
+        self.ws.metrics().journal_records(appended);
+        Ok(pb::AppendJournalResponse { last_seq })
+    }
+
     async fn run(
         &self,
         cell: &str,
@@ -649,83 +730,48 @@ impl WorkspaceService for WorkspaceGrpc {
         &self,
         r: Request<pb::AppendJournalRequest>,
     ) -> Rpc<pb::AppendJournalResponse> {
-        let r = r.into_inner();
-        done(
-            async {
-                let (cell, run_id, run) = self.run(&r.cell_id, &r.run_id).await?;
-                if r.records.is_empty() || r.expected_seq == 0 {
-                    return Err(WsError::invalid_request(
-                        "an append needs records and expected_seq >= 1",
-                    ));
-                }
-                let size: usize = r.records.iter().map(prost::Message::encoded_len).sum();
-                if size > self.ws.limits().max_journal_append_bytes {
-                    return Err(WsError::invalid_request(format!(
-                        "append is {size} bytes, over the limit of {}",
-                        self.ws.limits().max_journal_append_bytes
-                    )));
-                }
-                for (i, record) in r.records.iter().enumerate() {
-                    if record.seq != 0 && record.seq != r.expected_seq + i as u64 {
-                        return Err(WsError::invalid_request(format!(
-                            "record {i} has seq {}, expected {}",
-                            record.seq,
-                            r.expected_seq + i as u64
-                        )));
-                    }
-                    if !record.run_id.is_empty() && record.run_id != run_id {
-                        return Err(WsError::invalid_request(format!(
-                            "record {i} belongs to run {}",
-                            record.run_id
-                        )));
-                    }
-                    if record.r#type.is_empty() {
-                        return Err(WsError::invalid_request(format!("record {i} has no type")));
-                    }
-                }
-                if r.objects.len() > MAX_APPEND_OBJECTS {
-                    return Err(WsError::invalid_request(format!(
-                        "an append carries {} objects, more than {MAX_APPEND_OBJECTS}",
-                        r.objects.len()
-                    )));
-                }
-                let mut objects = Vec::with_capacity(r.objects.len());
-                for o in r.objects {
-                    let path = audit_path(&o.path)?;
-                    if o.content.len() > self.ws.limits().max_audit_bytes {
-                        return Err(WsError::invalid_request(format!(
-                            "object `{}` is {} bytes, over the limit of {}",
-                            o.path,
-                            o.content.len(),
-                            self.ws.limits().max_audit_bytes
-                        )));
-                    }
-                    objects.push((path.as_str().to_owned(), o.content));
-                }
-                for (i, (a, _)) in objects.iter().enumerate() {
-                    if let Some((b, _)) = objects.iter().skip(i + 1).find(|(b, _)| {
-                        a == b || b.starts_with(&format!("{a}/")) || a.starts_with(&format!("{b}/"))
-                    }) {
-                        return Err(WsError::invalid_request(format!(
-                            "objects `{a}` and `{b}` of one append collide"
-                        )));
-                    }
-                }
-                self.ws.runs().check_epoch(&run, r.epoch, false).await?;
-                // The objects go into the log before the records that name them, in the same
-                // job: one group commit covers both, and an existing object fails the whole
-                // append before anything is written.
-                let appended = r.records.len();
-                let last_seq = self
-                    .ws
-                    .wal()
-                    .append(&(cell, run_id), r.expected_seq, r.records, objects)
-                    .await?;
-                self.ws.metrics().journal_records(appended);
-                Ok(pb::AppendJournalResponse { last_seq })
+        done(self.append_one(r.into_inner()).await)
+    }
+
+    async fn append_journals(
+        &self,
+        r: Request<pb::AppendJournalsRequest>,
+    ) -> Rpc<pb::AppendJournalsResponse> {
+        let appends = r.into_inner().appends;
+        if appends.len() > MAX_BATCH_APPENDS {
+            return done(Err(WsError::invalid_request(format!(
+                "a request carries {} appends, more than {MAX_BATCH_APPENDS}",
+                appends.len()
+            ))));
+        }
+        let mut runs = HashSet::with_capacity(appends.len());
+        for a in &appends {
+            if !runs.insert((a.cell_id.as_str(), a.run_id.as_str())) {
+                return done(Err(WsError::invalid_request(format!(
+                    "run {} has more than one append in the request",
+                    a.run_id
+                ))));
             }
-            .await,
-        )
+        }
+        // Polled together, the appends reach the log together: their jobs share group commits.
+        let results =
+            futures::future::join_all(appends.into_iter().map(|a| self.append_one(a))).await;
+        let outcomes = results
+            .into_iter()
+            .map(|r| match done(r) {
+                Ok(response) => pb::AppendJournalOutcome {
+                    last_seq: response.into_inner().last_seq,
+                    code: 0,
+                    message: String::new(),
+                },
+                Err(status) => pb::AppendJournalOutcome {
+                    last_seq: 0,
+                    code: status.code() as i32,
+                    message: status.message().to_owned(),
+                },
+            })
+            .collect();
+        Ok(Response::new(pb::AppendJournalsResponse { outcomes }))
     }
 
     async fn read_journal(

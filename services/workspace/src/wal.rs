@@ -19,8 +19,8 @@
 //!
 //! **Checkpoints.** Until its segment is checkpointed an audit object is served from memory
 //! (`pending`; puts wait while too much is). Once the writer closes a segment (it passed
-//! `journal_segment_bytes`, or it holds records and the log was quiet for `journal_idle_close_ms`,
-//! or a checkpoint was asked for, or the service stops), the checkpointer
+//! `journal_segment_bytes`, or it holds 1/16 of that and the log was quiet for
+//! `journal_idle_close_ms`, or a checkpoint was asked for, or the service stops), the checkpointer
 //! writes each run's objects of that segment into one new immutable object pack of the run
 //! (`objects-<n>.pack`, numbered per run; frames of path, put time and bytes) and adds them to
 //! the run's object index, writes each run's records into an immutable journal file
@@ -78,6 +78,10 @@ const MAX_PENDING_BYTES: u64 = 256 * 1024 * 1024;
 const ZERO_AHEAD: u64 = 1024 * 1024;
 /// The writer extends the zeros once fewer than this many bytes of them are left.
 const ZERO_AHEAD_LOW: u64 = ZERO_AHEAD / 4;
+/// A quiet log closes its segment once it holds a 1/`QUIET_CLOSE_FILL` of `segment_bytes` (1 MiB
+/// of the default 16): a trickle of calls, each after a pause, never gets a pack and a journal file
+/// per call.
+const QUIET_CLOSE_FILL: u64 = 16;
 /// Largest segment: pending objects are bounded by the segments not yet checkpointed.
 const MAX_SEGMENT_BYTES: u64 = MAX_PENDING_BYTES / 4;
 /// Most records of one journal file.
@@ -957,6 +961,8 @@ struct Shared {
     pending_count: AtomicUsize,
     /// Woken whenever pending objects were checkpointed.
     checkpointed: Notify,
+    /// Segments the writer closed that the checkpointer has not checkpointed yet.
+    closed_waiting: AtomicUsize,
 }
 
 impl Shared {
@@ -1840,7 +1846,8 @@ struct Writer {
     /// How far the current segment's file extends, zeros past `size` included.
     zeroed: u64,
     segment_bytes: u64,
-    /// A segment holding records that sees no append for this long is closed ([`Writer::idle`]).
+    /// A segment holding at least [`QUIET_CLOSE_FILL`] of a segment that sees no append for this
+    /// long is closed ([`Writer::idle`]).
     idle_close: Option<Duration>,
     shared: Arc<Shared>,
     notes: mpsc::Sender<Note>,
@@ -1851,8 +1858,10 @@ struct Writer {
 impl Writer {
     fn run(mut self, rx: mpsc::Receiver<Job>) {
         loop {
+            let quiet_close = self.size >= (self.segment_bytes / QUIET_CLOSE_FILL).max(1)
+                && !self.shared.poisoned.load(Ordering::Acquire);
             let first = match self.idle_close {
-                Some(quiet) if self.size > 0 => match rx.recv_timeout(quiet) {
+                Some(quiet) if quiet_close => match rx.recv_timeout(quiet) {
                     Ok(job) => job,
                     Err(mpsc::RecvTimeoutError::Timeout) => {
                         self.idle();
@@ -2002,44 +2011,54 @@ impl Writer {
         Ok(file)
     }
 
-    /// The log went quiet with records in its segment: closes the segment, so the checkpointer
-    /// moves them into their journal files and packs now rather than in the middle of the next
-    /// busy period, and makes the next segment's file with its zeros ahead, so the first group
-    /// after the pause finds it ready. A failure to make that file only leaves it to the first
-    /// group, as after a start; a file that cannot be removed again poisons the log, since the
-    /// first group could not create it.
+    /// The log went quiet with at least [`QUIET_CLOSE_FILL`] of a segment in its segment: closes
+    /// the segment, so the checkpointer moves its records and objects into their journal files
+    /// and packs now rather than in the middle of the next busy period, and makes the next
+    /// segment's file with its zeros ahead, so the first group after the pause finds it ready.
+    /// Nothing is closed while the checkpointer has a closed segment left (a failing disk would
+    /// otherwise gather a segment per pause). A failure to make the file only leaves it to the
+    /// first group, as after a start; a file made and then not removable keeps its number, and the
+    /// next segment takes the one after it (a start finds that file empty and deletes it).
     fn idle(&mut self) {
+        if self.shared.closed_waiting.load(Ordering::Acquire) > 0 {
+            return;
+        }
         self.roll(None);
         if self.shared.poisoned.load(Ordering::Acquire) {
             return;
         }
-        let mut file = match self.create_segment() {
+        let path = self.dir.join(segment_name(self.segment));
+        let mut file = match self.fs.create_new(&path) {
             Ok(file) => file,
-            Err(message) => {
-                tracing::warn!(error = %message, "next journal segment not made ahead");
-                let path = self.dir.join(segment_name(self.segment));
+            Err(e) => {
+                tracing::warn!(error = %e, "next journal segment not made ahead");
+                return;
+            }
+        };
+        let zeros = ZERO_AHEAD.min(self.segment_bytes);
+        let made = self
+            .fs
+            .sync_dir(&self.dir)
+            .and_then(|()| file.extend_zeroed(zeros))
+            .and_then(|()| file.sync_data());
+        match made {
+            Ok(()) => {
+                self.file = Some(file);
+                self.zeroed = zeros;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "next journal segment not made ahead");
+                drop(file);
                 match self.fs.remove_file(&path) {
                     Ok(()) => {}
                     Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                     Err(e) => {
-                        tracing::error!(error = %e, "a journal segment made ahead cannot be removed");
-                        self.shared.poisoned.store(true, Ordering::Release);
+                        tracing::warn!(error = %e, path = %path.display(), "a journal segment made ahead could not be removed; the next segment takes the next number");
+                        self.segment += 1;
                     }
                 }
-                return;
             }
-        };
-        let mut zeroed = 0;
-        zero_ahead(file.as_mut(), 0, &mut zeroed, self.segment_bytes);
-        if zeroed > 0
-            && let Err(e) = file.sync_data()
-        {
-            // The zeros may not all be there; the segment's groups append as without them.
-            tracing::warn!(error = %e, "zeros ahead of the next journal segment not synced");
-            zeroed = self.segment_bytes;
         }
-        self.file = Some(file);
-        self.zeroed = zeroed;
     }
 
     /// Closes the current segment and hands it to the checkpointer.
@@ -2054,6 +2073,7 @@ impl Writer {
         }
         // The next segment is created by its first group.
         let closed = self.segment;
+        self.shared.closed_waiting.fetch_add(1, Ordering::AcqRel);
         self.file = None;
         self.segment += 1;
         self.size = 0;
@@ -2138,6 +2158,11 @@ impl Checkpointer {
             let result = self.checkpoint(segment);
             match result {
                 Ok(()) => {
+                    let _ = self.shared.closed_waiting.fetch_update(
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                        |n| n.checked_sub(1),
+                    );
                     if let Some((_, waiters)) = self.closed.pop_front() {
                         for w in waiters {
                             let _ = w.send(Ok(()));

@@ -534,9 +534,26 @@ async fn a_crash_at_any_step_of_recovery_loses_nothing() {
 /// a segment made ahead is recovered as empty.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_at_any_step_of_a_close_for_quiet_loses_nothing() {
+    // 1 KiB segments: a tool call's append fills more than the 1/16 a quiet close needs.
+    let small = Limits {
+        journal_segment_bytes: 1024,
+        ..limits()
+    };
     let quiet = Limits {
         journal_idle_close_ms: 50,
-        ..limits()
+        ..small.clone()
+    };
+    // The operations of the tool call itself, counted where no quiet close follows it: the
+    // crash counter then starts before the call, and the close's first operation is step 0
+    // however late the test's thread runs.
+    let call_ops = {
+        let (sim, ws, grpc) = fresh_with(small).await;
+        assert!(write_file(&grpc, "new").await);
+        sim.crash_after(u64::MAX);
+        tool_call_cycle(&grpc, 1).await.unwrap();
+        let ops = sim.ops();
+        ws.shutdown();
+        ops
     };
     let mut step = 0u64;
     loop {
@@ -548,27 +565,39 @@ async fn a_crash_at_any_step_of_a_close_for_quiet_loses_nothing() {
         ] {
             let (sim, ws, grpc) = fresh_with(quiet.clone()).await;
             assert!(write_file(&grpc, "new").await);
-            // The quiet spell starts with this group; the crash counter starts at its answer.
+            sim.crash_after(call_ops + step);
             tool_call_cycle(&grpc, 1).await.unwrap();
-            sim.crash_after(step);
+            // Until the crash, or the close is done: the segment checkpointed, the next one
+            // made, and no operation for a while.
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            let mut last = sim.ops();
             loop {
-                let closed = run_files(&sim, "jrn").len() == 1
-                    && run_files(&sim, "pack").len() == 1
-                    && segments(&sim) == 1;
-                if sim.has_crashed() || closed {
+                tokio::time::sleep(std::time::Duration::from_millis(40)).await;
+                if sim.has_crashed() {
                     break;
                 }
+                let now = sim.ops();
+                if now == last
+                    && run_files(&sim, "jrn").len() == 1
+                    && run_files(&sim, "pack").len() == 1
+                    && segments(&sim) == 1
+                {
+                    break;
+                }
+                last = now;
                 assert!(
                     std::time::Instant::now() < deadline,
                     "step {step}: the quiet segment was neither closed nor crashed"
                 );
-                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
             }
-            // The next segment's zeros are synced after the checkpoint's files appear.
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             finished = !sim.has_crashed();
             if finished {
+                assert_eq!(
+                    sim.ops(),
+                    call_ops + step,
+                    "every earlier step crashed inside the close"
+                );
+                assert!(step >= 10, "a close takes {step} operations");
                 sim.crash_after(u64::MAX);
                 assert_acknowledged_state(&grpc, "after a close for quiet").await;
             }

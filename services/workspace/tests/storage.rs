@@ -1743,46 +1743,65 @@ fn segments(journal: &Path) -> Vec<std::path::PathBuf> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quiet_log_checkpoints_its_segment_and_makes_the_next_one_ready() {
+    // 16 KiB segments: a quiet log closes one holding 1 KiB or more, and makes the next with
+    // 16 KiB of zeros.
     let limits = toolplane_workspace::limits::Limits {
-        journal_idle_close_ms: 200,
+        journal_idle_close_ms: 500,
+        journal_segment_bytes: 16 * 1024,
         ..Default::default()
     };
     let mut s = start_with(Arc::new(toolplane_workspace::tree::NoHooks), limits.clone()).await;
     s.run("default", "r1", "c", "i").await;
-    let append = |n: u64| pb::AppendJournalRequest {
-        run_id: "r1".into(),
+    s.run("default", "r2", "c", "i").await;
+    let append = |run: &str, n: u64, pad: usize| pb::AppendJournalRequest {
+        run_id: run.into(),
         expected_seq: n,
         records: vec![event(&format!("e{n}"))],
         epoch: 1,
         cell_id: String::new(),
         objects: vec![carried(
             &format!("tool-args/i/call_{n:016x}.json"),
-            format!("{{\"n\":{n}}}").as_bytes(),
+            format!("{{\"n\":{n},\"pad\":\"{}\"}}", "x".repeat(pad)).as_bytes(),
         )],
     };
-    s.storage.append_journal(append(1)).await.unwrap();
     let journal = s.data().join("journal");
-    let run_files = journal.join("runs/default/r1");
-    let listing = |dir: &Path| -> Vec<String> {
-        std::fs::read_dir(dir)
+    let number = |p: &Path| -> u64 {
+        let name = p.file_name().unwrap().to_str().unwrap();
+        name["seg-".len()..name.len() - ".wal".len()]
+            .parse()
+            .unwrap()
+    };
+    let run_files = |run: &str| -> Vec<String> {
+        std::fs::read_dir(journal.join("runs/default").join(run))
             .map(|d| {
                 d.map(|e| e.unwrap().file_name().into_string().unwrap())
                     .collect()
             })
             .unwrap_or_default()
     };
-    // The quiet log closes the segment: its record and object move into the run's journal file
-    // and pack, and the next segment is made with its zeros, holding no record yet.
+
+    // Below the fill a quiet log keeps its segment: a trickle of small calls gets no files.
+    s.storage.append_journal(append("r2", 1, 10)).await.unwrap();
+    let small = segments(&journal);
+    assert_eq!(small.len(), 1, "{small:?}");
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    assert_eq!(segments(&journal), small, "a small segment stays open");
+    assert!(run_files("r2").is_empty(), "{:?}", run_files("r2"));
+
+    // With 2 KiB more, the quiet log closes the segment: the records and objects move into the
+    // runs' journal files and packs, and the next segment is made, holding zeros alone.
+    s.storage
+        .append_journal(append("r1", 1, 2048))
+        .await
+        .unwrap();
+    let first = number(&small[0]);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let first = segments(&journal);
-    assert_eq!(first.len(), 1, "one open segment: {first:?}");
     loop {
-        let files = listing(&run_files);
+        let files = run_files("r1");
         let now = segments(&journal);
         if files.iter().any(|f| f.ends_with(".jrn"))
             && files.iter().any(|f| f.ends_with(".pack"))
-            && now.len() == 1
-            && now != first
+            && now.iter().map(|p| number(p)).collect::<Vec<_>>() == [first + 1]
         {
             break;
         }
@@ -1792,59 +1811,177 @@ async fn a_quiet_log_checkpoints_its_segment_and_makes_the_next_one_ready() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+    assert!(run_files("r2").iter().any(|f| f.ends_with(".jrn")));
     let ready = segments(&journal).remove(0);
     let bytes = std::fs::read(&ready).unwrap();
     assert!(
-        bytes.len() >= 768 * 1024 && bytes.iter().all(|&b| b == 0),
+        bytes.len() == 16 * 1024 && bytes.iter().all(|&b| b == 0),
         "the next segment is ready, zeros only: {} bytes",
         bytes.len()
     );
 
     // The next append is written into that segment, over its zeros.
-    s.storage.append_journal(append(2)).await.unwrap();
+    s.storage
+        .append_journal(append("r1", 2, 2048))
+        .await
+        .unwrap();
     let bytes = std::fs::read(&ready).unwrap();
     let written = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
     assert!(
-        written > 0 && written < 64 * 1024 && bytes.len() >= 768 * 1024,
+        written > 2048 && bytes.len() == 16 * 1024,
         "the group went into the ready segment: {written} of {} bytes",
         bytes.len()
     );
 
-    // A crash image taken now (the first record checkpointed, the second only in the segment)
-    // recovers both, and a start over a segment of zeros alone (made ahead, never written) is
-    // clean too.
-    let image = tempfile::tempdir().unwrap();
-    copy_tree(&s.data(), image.path());
-    let empty = image.path().join("journal").join("seg-0000000100.wal");
-    std::fs::write(&empty, vec![0u8; 1024 * 1024]).unwrap();
-    let ws = reopen(image.path(), limits).await;
+    // Everything reads back after a restart, and a start over a segment of zeros alone (made
+    // ahead, never written: as a crash right after making it leaves it) finds it empty.
+    s.ws.shutdown();
+    std::fs::write(journal.join("seg-0000000100.wal"), vec![0u8; 16 * 1024]).unwrap();
+    let ws = reopen(&s.data(), limits).await;
+    for (run, want) in [("r1", vec!["e1", "e2"]), ("r2", vec!["e1"])] {
+        let key = ("default".to_owned(), run.to_owned());
+        let page = ws
+            .wal()
+            .journal(&key)
+            .await
+            .unwrap()
+            .read(1, 100)
+            .await
+            .unwrap();
+        let kinds: Vec<_> = page.records.iter().map(|r| r.r#type.clone()).collect();
+        assert_eq!(kinds, want, "{run}");
+    }
     let key = ("default".to_owned(), "r1".to_owned());
-    let page = ws
-        .wal()
-        .journal(&key)
-        .await
-        .unwrap()
-        .read(1, 100)
-        .await
-        .unwrap();
-    let kinds: Vec<_> = page.records.iter().map(|r| r.r#type.clone()).collect();
-    assert_eq!(kinds, ["e1", "e2"]);
     for n in 1..=2u64 {
         let object = ws
             .wal()
             .object(&key, &format!("tool-args/i/call_{n:016x}.json"))
             .await
             .unwrap()
-            .expect("the object is recovered");
-        assert_eq!(
-            *object.read().unwrap(),
-            format!("{{\"n\":{n}}}").into_bytes()
+            .expect("the object is there");
+        assert!(
+            object
+                .read()
+                .unwrap()
+                .starts_with(format!("{{\"n\":{n},").as_bytes())
         );
     }
     assert!(
-        segments(&image.path().join("journal")).is_empty(),
-        "recovered segments are checkpointed and deleted"
+        segments(&journal).is_empty(),
+        "the empty segment was checkpointed and deleted"
     );
     ws.shutdown();
-    s.ws.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_runs_appends_share_a_request_and_fail_alone() {
+    let mut s = start().await;
+    for run in ["r1", "r2", "r3"] {
+        s.run("default", run, "c", "i").await;
+    }
+    let append = |run: &str, seq: u64, kind: &str, object: &str| pb::AppendJournalRequest {
+        run_id: run.into(),
+        expected_seq: seq,
+        records: vec![event(kind)],
+        epoch: 1,
+        cell_id: String::new(),
+        objects: vec![carried(object, b"{}")],
+    };
+    // r2's append names a sequence number its journal is not at: it alone fails, as it would
+    // alone, and leaves nothing behind.
+    let outcomes = s
+        .storage
+        .append_journals(pb::AppendJournalsRequest {
+            appends: vec![
+                append("r1", 1, "a", "tool-args/i/call_0000000000000001.json"),
+                append("r2", 5, "b", "tool-args/i/call_0000000000000002.json"),
+                append("r3", 1, "c", "tool-args/i/call_0000000000000003.json"),
+            ],
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .outcomes;
+    assert_eq!(outcomes.len(), 3);
+    assert_eq!((outcomes[0].code, outcomes[0].last_seq), (0, 1));
+    assert_eq!(outcomes[1].code, tonic::Code::Aborted as i32);
+    assert!(
+        outcomes[1]
+            .message
+            .starts_with("workspace.journal_conflict"),
+        "{:?}",
+        outcomes[1]
+    );
+    assert_eq!((outcomes[2].code, outcomes[2].last_seq), (0, 1));
+    for (run, want) in [("r1", vec!["a"]), ("r2", vec![]), ("r3", vec!["c"])] {
+        let records = s
+            .storage
+            .read_journal(pb::ReadJournalRequest {
+                run_id: run.into(),
+                from_seq: 1,
+                page_size: 10,
+                cell_id: String::new(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .records;
+        let kinds: Vec<_> = records.iter().map(|r| r.r#type.as_str()).collect();
+        assert_eq!(kinds, want, "{run}");
+    }
+    let key = ("default".to_owned(), "r2".to_owned());
+    assert!(
+        s.ws.wal()
+            .object(&key, "tool-args/i/call_0000000000000002.json")
+            .await
+            .unwrap()
+            .is_none(),
+        "the failed append stored no object"
+    );
+
+    // Two appends of one run in one request, or too many appends, are refused whole.
+    let err = s
+        .storage
+        .append_journals(pb::AppendJournalsRequest {
+            appends: vec![
+                append("r1", 2, "d", "tool-args/i/call_0000000000000004.json"),
+                append("r1", 3, "e", "tool-args/i/call_0000000000000005.json"),
+            ],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    let err = s
+        .storage
+        .append_journals(pb::AppendJournalsRequest {
+            appends: (0..257)
+                .map(|n| {
+                    append(
+                        &format!("x{n}"),
+                        1,
+                        "f",
+                        "tool-args/i/call_0000000000000006.json",
+                    )
+                })
+                .collect(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(err.message().contains("256"), "{}", err.message());
+    let next = s
+        .storage
+        .append_journal(append(
+            "r1",
+            2,
+            "g",
+            "tool-args/i/call_0000000000000007.json",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        next.into_inner().last_seq,
+        2,
+        "the refused requests wrote nothing"
+    );
 }
