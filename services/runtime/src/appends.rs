@@ -21,6 +21,9 @@ use crate::peers::Peers;
 const MAX_IN_FLIGHT: usize = 2;
 /// Most appends one `AppendJournals` request carries (the workspace accepts 256).
 const MAX_BATCH: usize = 64;
+/// Most bytes of appends one `AppendJournals` request carries, well below the workspace's largest
+/// request, so that a batch is never refused for its size when its appends alone would not be.
+const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024;
 
 type Reply = oneshot::Sender<Result<(), tonic::Status>>;
 
@@ -50,11 +53,11 @@ struct Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut state = lock(&self.appends.state);
-        if state.queue.is_empty() {
+        let batch = take_batch(&mut state);
+        if batch.is_empty() {
             state.in_flight -= 1;
             return;
         }
-        let batch = take_batch(&mut state);
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             // No runtime left to send with (the process is stopping): nothing more is sent.
             state.in_flight -= 1;
@@ -87,9 +90,33 @@ enum Route {
     Wait(oneshot::Receiver<Result<(), tonic::Status>>),
 }
 
+/// Takes the next request's appends from the queue, oldest first: at most [`MAX_BATCH`] and
+/// [`MAX_BATCH_BYTES`] (one larger append goes alone), one per run (a later append of a run
+/// already taken waits for the next request), and none whose caller is gone (it was cancelled
+/// before its append was sent, so the append is not sent: its run's journal did not advance).
 fn take_batch(state: &mut State) -> Vec<(pb::AppendJournalRequest, Reply)> {
-    let n = state.queue.len().min(MAX_BATCH);
-    state.queue.drain(..n).collect()
+    let mut batch: Vec<(pb::AppendJournalRequest, Reply)> = Vec::new();
+    let mut bytes = 0;
+    let mut rest = Vec::new();
+    for (request, reply) in state.queue.drain(..) {
+        if reply.is_closed() {
+            continue;
+        }
+        let size = prost::Message::encoded_len(&request);
+        let full = batch.len() >= MAX_BATCH
+            || (!batch.is_empty() && bytes + size > MAX_BATCH_BYTES)
+            || batch
+                .iter()
+                .any(|(b, _)| b.run_id == request.run_id && b.cell_id == request.cell_id);
+        if full {
+            rest.push((request, reply));
+        } else {
+            bytes += size;
+            batch.push((request, reply));
+        }
+    }
+    state.queue = rest;
+    batch
 }
 
 async fn send_batch(peers: &Peers, batch: Vec<(pb::AppendJournalRequest, Reply)>) {
@@ -173,5 +200,87 @@ impl Appends {
                 result
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn append(run: &str, cell: &str, bytes: usize) -> pb::AppendJournalRequest {
+        pb::AppendJournalRequest {
+            run_id: run.into(),
+            cell_id: cell.into(),
+            expected_seq: 1,
+            objects: vec![pb::AuditObjectWrite {
+                path: "tool-args/i/c.json".into(),
+                content: vec![b'x'; bytes],
+                content_type: String::new(),
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn queue(
+        appends: Vec<pb::AppendJournalRequest>,
+    ) -> (State, Vec<oneshot::Receiver<Result<(), tonic::Status>>>) {
+        let mut state = State::default();
+        let mut receivers = Vec::new();
+        for a in appends {
+            let (tx, rx) = oneshot::channel();
+            state.queue.push((a, tx));
+            receivers.push(rx);
+        }
+        (state, receivers)
+    }
+
+    fn runs(batch: &[(pb::AppendJournalRequest, Reply)]) -> Vec<String> {
+        batch.iter().map(|(a, _)| a.run_id.clone()).collect()
+    }
+
+    #[test]
+    fn a_batch_holds_one_append_per_run_and_skips_cancelled_callers() {
+        let (mut state, mut receivers) = queue(vec![
+            append("r1", "", 10),
+            append("r2", "", 10),
+            append("r1", "", 10),
+            append("r3", "", 10),
+            append("r3", "other", 10),
+        ]);
+        // r2's caller was cancelled while its append waited.
+        drop(receivers.remove(1));
+        let batch = take_batch(&mut state);
+        assert_eq!(runs(&batch), ["r1", "r3", "r3"]);
+        assert_eq!(
+            batch[2].0.cell_id, "other",
+            "another cell's run of that id is another run"
+        );
+        // r1's second append waits for the next request, in order.
+        let next = take_batch(&mut state);
+        assert_eq!(runs(&next), ["r1"]);
+        assert!(take_batch(&mut state).is_empty());
+    }
+
+    #[test]
+    fn a_batch_stays_within_its_count_and_bytes_and_a_large_append_goes_alone() {
+        let (mut state, _receivers) = queue(
+            (0..MAX_BATCH + 5)
+                .map(|n| append(&format!("r{n}"), "", 10))
+                .collect(),
+        );
+        assert_eq!(take_batch(&mut state).len(), MAX_BATCH);
+        assert_eq!(take_batch(&mut state).len(), 5);
+
+        let big = MAX_BATCH_BYTES / 2 + 1;
+        let (mut state, _receivers) = queue(vec![
+            append("a", "", big),
+            append("b", "", big),
+            append("c", "", MAX_BATCH_BYTES + 1),
+            append("d", "", 10),
+        ]);
+        assert_eq!(runs(&take_batch(&mut state)), ["a", "d"]);
+        assert_eq!(runs(&take_batch(&mut state)), ["b"]);
+        assert_eq!(runs(&take_batch(&mut state)), ["c"], "alone, however large");
+        assert!(take_batch(&mut state).is_empty());
     }
 }

@@ -746,7 +746,12 @@ impl WorkspaceService for WorkspaceGrpc {
         }
         let mut runs = HashSet::with_capacity(appends.len());
         for a in &appends {
-            if !runs.insert((a.cell_id.as_str(), a.run_id.as_str())) {
+            let cell = if a.cell_id.is_empty() {
+                DEFAULT_CELL
+            } else {
+                a.cell_id.as_str()
+            };
+            if !runs.insert((cell, a.run_id.as_str())) {
                 return done(Err(WsError::invalid_request(format!(
                     "run {} has more than one append in the request",
                     a.run_id

@@ -1939,13 +1939,16 @@ async fn several_runs_appends_share_a_request_and_fail_alone() {
         "the failed append stored no object"
     );
 
-    // Two appends of one run in one request, or too many appends, are refused whole.
+    // Two appends of one run in one request (its cell named or left empty), or too many
+    // appends, are refused whole.
+    let mut named = append("r1", 3, "e", "tool-args/i/call_0000000000000005.json");
+    named.cell_id = "default".into();
     let err = s
         .storage
         .append_journals(pb::AppendJournalsRequest {
             appends: vec![
                 append("r1", 2, "d", "tool-args/i/call_0000000000000004.json"),
-                append("r1", 3, "e", "tool-args/i/call_0000000000000005.json"),
+                named,
             ],
         })
         .await
