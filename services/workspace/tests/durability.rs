@@ -407,6 +407,28 @@ async fn assert_acknowledged_state(grpc: &WorkspaceGrpc, what: &str) {
     assert_eq!(file(grpc).await.as_deref(), Some(&b"new"[..]), "{what}");
 }
 
+/// After a crash: the next start recovers the acknowledged state with no segment left, the
+/// journal goes on where it was, and the next record survives a crash too.
+async fn recovers_and_goes_on(sim: &SimFs, what: &str) {
+    let (ws, grpc) = open(sim).await;
+    assert_acknowledged_state(&grpc, what).await;
+    assert_eq!(segments(sim), 0, "{what}: recovery leaves no segment");
+    tool_call_cycle_at(&grpc, 2).await.unwrap();
+    die(sim, ws, grpc);
+    sim.crash(CrashMode::DropVolatile);
+    let (ws, grpc) = open(sim).await;
+    assert_eq!(
+        journal_len(&grpc)
+            .await
+            .iter()
+            .map(|r| r.seq)
+            .collect::<Vec<_>>(),
+        vec![1, 2],
+        "{what}"
+    );
+    ws.shutdown();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_at_any_step_of_a_checkpoint_loses_nothing() {
     let mut step = 0u64;
@@ -443,25 +465,8 @@ async fn a_crash_at_any_step_of_a_checkpoint_loses_nothing() {
             }
             die(&sim, ws, grpc);
             sim.crash(mode);
-            let (ws2, grpc2) = open(&sim).await;
             let what = format!("crash at checkpoint step {step}, {mode:?}");
-            assert_acknowledged_state(&grpc2, &what).await;
-            assert_eq!(segments(&sim), 0, "{what}: recovery leaves no segment");
-            // The journal goes on where it was, and the next record survives too.
-            tool_call_cycle_at(&grpc2, 2).await.unwrap();
-            die(&sim, ws2, grpc2);
-            sim.crash(CrashMode::DropVolatile);
-            let (ws3, grpc3) = open(&sim).await;
-            assert_eq!(
-                journal_len(&grpc3)
-                    .await
-                    .iter()
-                    .map(|r| r.seq)
-                    .collect::<Vec<_>>(),
-                vec![1, 2],
-                "{what}"
-            );
-            ws3.shutdown();
+            recovers_and_goes_on(&sim, &what).await;
         }
         if finished {
             break;
@@ -535,25 +540,10 @@ async fn a_crash_at_any_step_of_recovery_loses_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_at_any_step_of_a_close_for_quiet_loses_nothing() {
     // 1 KiB segments: a tool call's append fills more than the 1/16 a quiet close needs.
-    let small = Limits {
-        journal_segment_bytes: 1024,
-        ..limits()
-    };
     let quiet = Limits {
-        journal_idle_close_ms: 50,
-        ..small.clone()
-    };
-    // The operations of the tool call itself, counted where no quiet close follows it: the
-    // crash counter then starts before the call, and the close's first operation is step 0
-    // however late the test's thread runs.
-    let call_ops = {
-        let (sim, ws, grpc) = fresh_with(small).await;
-        assert!(write_file(&grpc, "new").await);
-        sim.crash_after(u64::MAX);
-        tool_call_cycle(&grpc, 1).await.unwrap();
-        let ops = sim.ops();
-        ws.shutdown();
-        ops
+        journal_segment_bytes: 1024,
+        journal_idle_close_ms: 100,
+        ..limits()
     };
     let mut step = 0u64;
     loop {
@@ -565,8 +555,11 @@ async fn a_crash_at_any_step_of_a_close_for_quiet_loses_nothing() {
         ] {
             let (sim, ws, grpc) = fresh_with(quiet.clone()).await;
             assert!(write_file(&grpc, "new").await);
-            sim.crash_after(call_ops + step);
+            sim.crash_after(u64::MAX);
             tool_call_cycle(&grpc, 1).await.unwrap();
+            // The quiet spell began with the call's group; the close comes 100 ms later, and
+            // `step` of its operations succeed.
+            let base = sim.crash_after_more(step);
             // Until the crash, or the close is done: the segment checkpointed, the next one
             // made, and no operation for a while.
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -593,8 +586,8 @@ async fn a_crash_at_any_step_of_a_close_for_quiet_loses_nothing() {
             finished = !sim.has_crashed();
             if finished {
                 assert_eq!(
-                    sim.ops(),
-                    call_ops + step,
+                    sim.ops() - base,
+                    step,
                     "every earlier step crashed inside the close"
                 );
                 assert!(step >= 10, "a close takes {step} operations");
@@ -603,24 +596,8 @@ async fn a_crash_at_any_step_of_a_close_for_quiet_loses_nothing() {
             }
             die(&sim, ws, grpc);
             sim.crash(mode);
-            let (ws2, grpc2) = open(&sim).await;
             let what = format!("crash at step {step} of a close for quiet, {mode:?}");
-            assert_acknowledged_state(&grpc2, &what).await;
-            assert_eq!(segments(&sim), 0, "{what}: recovery leaves no segment");
-            tool_call_cycle_at(&grpc2, 2).await.unwrap();
-            die(&sim, ws2, grpc2);
-            sim.crash(CrashMode::DropVolatile);
-            let (ws3, grpc3) = open(&sim).await;
-            assert_eq!(
-                journal_len(&grpc3)
-                    .await
-                    .iter()
-                    .map(|r| r.seq)
-                    .collect::<Vec<_>>(),
-                vec![1, 2],
-                "{what}"
-            );
-            ws3.shutdown();
+            recovers_and_goes_on(&sim, &what).await;
         }
         if finished {
             break;

@@ -1633,6 +1633,20 @@ async fn audit_objects_live_in_packs_and_read_list_and_search_like_files() {
 
 /// Copies a directory tree (a crash image when taken from a running service: what its fsyncs
 /// made durable, and possibly more).
+/// The types of a default-cell run's first 100 records, read through the log.
+async fn record_types(ws: &toolplane_workspace::Workspace, run: &str) -> Vec<String> {
+    let key = ("default".to_owned(), run.to_owned());
+    let page = ws
+        .wal()
+        .journal(&key)
+        .await
+        .unwrap()
+        .read(1, 100)
+        .await
+        .unwrap();
+    page.records.iter().map(|r| r.r#type.clone()).collect()
+}
+
 fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
@@ -1699,16 +1713,10 @@ async fn a_crash_image_of_the_log_recovers_every_acknowledged_record_past_the_ze
     copy_tree(&s.data(), image.path());
     let ws = reopen(image.path(), Default::default()).await;
     let key = ("default".to_owned(), "r1".to_owned());
-    let page = ws
-        .wal()
-        .journal(&key)
-        .await
-        .unwrap()
-        .read(1, 100)
-        .await
-        .unwrap();
-    let kinds: Vec<_> = page.records.iter().map(|r| r.r#type.clone()).collect();
-    assert_eq!(kinds, (1..=6).map(|k| format!("e{k}")).collect::<Vec<_>>());
+    assert_eq!(
+        record_types(&ws, "r1").await,
+        (1..=6).map(|k| format!("e{k}")).collect::<Vec<_>>()
+    );
     for n in 0..3u64 {
         let object = ws
             .wal()
@@ -1839,17 +1847,7 @@ async fn a_quiet_log_checkpoints_its_segment_and_makes_the_next_one_ready() {
     std::fs::write(journal.join("seg-0000000100.wal"), vec![0u8; 16 * 1024]).unwrap();
     let ws = reopen(&s.data(), limits).await;
     for (run, want) in [("r1", vec!["e1", "e2"]), ("r2", vec!["e1"])] {
-        let key = ("default".to_owned(), run.to_owned());
-        let page = ws
-            .wal()
-            .journal(&key)
-            .await
-            .unwrap()
-            .read(1, 100)
-            .await
-            .unwrap();
-        let kinds: Vec<_> = page.records.iter().map(|r| r.r#type.clone()).collect();
-        assert_eq!(kinds, want, "{run}");
+        assert_eq!(record_types(&ws, run).await, want, "{run}");
     }
     let key = ("default".to_owned(), "r1".to_owned());
     for n in 1..=2u64 {

@@ -359,6 +359,15 @@ impl SimFs {
         world.crash_after = Some(ops);
     }
 
+    /// Lets `ops` more operations succeed from now on, counting on from the operations already
+    /// counted (unlike [`SimFs::crash_after`], which starts the count again); returns that count.
+    pub fn crash_after_more(&self, ops: u64) -> u64 {
+        let mut world = self.world();
+        let counted = world.ops;
+        world.crash_after = Some(counted.saturating_add(ops));
+        counted
+    }
+
     /// Whether the injected crash has happened.
     pub fn has_crashed(&self) -> bool {
         self.world().crashed
