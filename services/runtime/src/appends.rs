@@ -10,7 +10,7 @@
 //! it is freed. Under load, so, many invocations' appends cost one request: one round trip and
 //! one wake-up of the log writer instead of one each.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::oneshot;
 use toolplane_proto::v1 as pb;
@@ -46,13 +46,12 @@ fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
 /// A request slot; dropped (also when its caller is cancelled), it sends what queued meanwhile
 /// or frees the slot.
 struct Slot {
-    appends: Arc<Appends>,
     peers: Peers,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut state = lock(&self.appends.state);
+        let mut state = lock(&self.peers.appends().state);
         let batch = take_batch(&mut state);
         if batch.is_empty() {
             state.in_flight -= 1;
@@ -72,7 +71,6 @@ impl Drop for Slot {
         };
         drop(state);
         let slot = Slot {
-            appends: Arc::clone(&self.appends),
             peers: self.peers.clone(),
         };
         // Sent on a task of its own: the caller that held the slot is answered already.
@@ -119,12 +117,12 @@ fn take_batch(state: &mut State) -> Vec<(pb::AppendJournalRequest, Reply)> {
     batch
 }
 
-async fn send_batch(peers: &Peers, batch: Vec<(pb::AppendJournalRequest, Reply)>) {
-    if batch.len() == 1 {
-        for (request, reply) in batch {
-            let result = peers.workspace().append_journal(request).await.map(|_| ());
-            let _ = reply.send(result);
-        }
+async fn send_batch(peers: &Peers, mut batch: Vec<(pb::AppendJournalRequest, Reply)>) {
+    if batch.len() == 1
+        && let Some((request, reply)) = batch.pop()
+    {
+        let result = peers.workspace().append_journal(request).await.map(|_| ());
+        let _ = reply.send(result);
         return;
     }
     let (requests, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
@@ -166,39 +164,32 @@ async fn send_batch(peers: &Peers, batch: Vec<(pb::AppendJournalRequest, Reply)>
     }
 }
 
-impl Appends {
-    /// Sends one append and returns what the workspace answered for it.
-    pub async fn append(
-        self: &Arc<Self>,
-        peers: &Peers,
-        request: pb::AppendJournalRequest,
-    ) -> Result<(), tonic::Status> {
-        let route = {
-            let mut state = lock(&self.state);
-            if state.in_flight < MAX_IN_FLIGHT {
-                state.in_flight += 1;
-                Route::Send(request)
-            } else {
-                let (tx, rx) = oneshot::channel();
-                state.queue.push((request, tx));
-                Route::Wait(rx)
-            }
-        };
-        match route {
-            Route::Wait(rx) => rx.await.unwrap_or_else(|_| {
-                Err(tonic::Status::unavailable(
-                    "the journal append was dropped before it was sent",
-                ))
-            }),
-            Route::Send(request) => {
-                let slot = Slot {
-                    appends: Arc::clone(self),
-                    peers: peers.clone(),
-                };
-                let result = peers.workspace().append_journal(request).await.map(|_| ());
-                drop(slot);
-                result
-            }
+/// Sends one append of `peers`' runtime and returns what the workspace answered for it.
+pub async fn append(peers: &Peers, request: pb::AppendJournalRequest) -> Result<(), tonic::Status> {
+    let route = {
+        let mut state = lock(&peers.appends().state);
+        if state.in_flight < MAX_IN_FLIGHT {
+            state.in_flight += 1;
+            Route::Send(request)
+        } else {
+            let (tx, rx) = oneshot::channel();
+            state.queue.push((request, tx));
+            Route::Wait(rx)
+        }
+    };
+    match route {
+        Route::Wait(rx) => rx.await.unwrap_or_else(|_| {
+            Err(tonic::Status::unavailable(
+                "the journal append was dropped before it was sent",
+            ))
+        }),
+        Route::Send(request) => {
+            let slot = Slot {
+                peers: peers.clone(),
+            };
+            let result = peers.workspace().append_journal(request).await.map(|_| ());
+            drop(slot);
+            result
         }
     }
 }

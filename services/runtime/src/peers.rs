@@ -67,7 +67,12 @@ impl Peers {
         &self,
         request: toolplane_proto::v1::AppendJournalRequest,
     ) -> Result<(), tonic::Status> {
-        self.appends.append(self, request).await
+        crate::appends::append(self, request).await
+    }
+
+    /// The queue and request slots of this runtime's journal appends.
+    pub(crate) fn appends(&self) -> &Appends {
+        &self.appends
     }
 
     pub fn workspace_executor(&self) -> ToolExecutorClient<Traced> {

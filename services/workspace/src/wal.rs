@@ -1903,10 +1903,7 @@ impl Writer {
         // Stopping: what was written is checkpointed so the next start has nothing to redo,
         // unless the log failed (the next start then recovers from the segments).
         if !self.shared.poisoned.load(Ordering::Acquire) {
-            let _ = self.notes.send(Note::Closed {
-                segment: self.segment,
-                done: None,
-            });
+            self.closed(self.segment, None);
         }
     }
 
@@ -1968,11 +1965,22 @@ impl Writer {
                 self.buf.extend_from_slice(frames);
             }
         }
-        if self.file.is_none() {
-            self.file = Some(self.create_segment()?);
-        }
-        let Some(file) = self.file.as_mut() else {
-            return Err("workspace.io: the journal segment is not open".into());
+        let file = match &mut self.file {
+            Some(file) => file,
+            None => {
+                let path = self.dir.join(segment_name(self.segment));
+                let file = self
+                    .fs
+                    .create_new(&path)
+                    .map_err(|e| format!("workspace.io: create segment {}: {e}", path.display()))?;
+                self.fs.sync_dir(&self.dir).map_err(|e| {
+                    format!(
+                        "workspace.io: sync journal directory {}: {e}",
+                        self.dir.display()
+                    )
+                })?;
+                self.file.insert(file)
+            }
         };
         file.write_all(&self.buf)
             .map_err(|e| format!("workspace.io: write journal: {e}"))?;
@@ -1993,22 +2001,6 @@ impl Writer {
             self.buf = Vec::new();
         }
         Ok(())
-    }
-
-    /// Creates the current segment's file, durably named.
-    fn create_segment(&self) -> Result<Box<dyn FsFile>, String> {
-        let path = self.dir.join(segment_name(self.segment));
-        let file = self
-            .fs
-            .create_new(&path)
-            .map_err(|e| format!("workspace.io: create segment {}: {e}", path.display()))?;
-        self.fs.sync_dir(&self.dir).map_err(|e| {
-            format!(
-                "workspace.io: sync journal directory {}: {e}",
-                self.dir.display()
-            )
-        })?;
-        Ok(file)
     }
 
     /// The log went quiet with at least [`QUIET_CLOSE_FILL`] of a segment in its segment: closes
@@ -2073,15 +2065,17 @@ impl Writer {
         }
         // The next segment is created by its first group.
         let closed = self.segment;
-        self.shared.closed_waiting.fetch_add(1, Ordering::AcqRel);
         self.file = None;
         self.segment += 1;
         self.size = 0;
         self.zeroed = 0;
-        let _ = self.notes.send(Note::Closed {
-            segment: closed,
-            done,
-        });
+        self.closed(closed, done);
+    }
+
+    /// Hands a closed segment to the checkpointer, counted in `closed_waiting` until it is done.
+    fn closed(&self, segment: u64, done: Option<Ack>) {
+        self.shared.closed_waiting.fetch_add(1, Ordering::AcqRel);
+        let _ = self.notes.send(Note::Closed { segment, done });
     }
 }
 
@@ -2141,7 +2135,11 @@ impl Checkpointer {
             }
             for (segment, done) in close {
                 match self.closed.back_mut() {
-                    Some((s, waiters)) if *s == segment => waiters.extend(done),
+                    Some((s, waiters)) if *s == segment => {
+                        // One checkpoint answers both notes: the count drops once for it.
+                        self.shared.closed_waiting.fetch_sub(1, Ordering::AcqRel);
+                        waiters.extend(done);
+                    }
                     _ => self.closed.push_back((segment, done.into_iter().collect())),
                 }
             }
@@ -2158,11 +2156,7 @@ impl Checkpointer {
             let result = self.checkpoint(segment);
             match result {
                 Ok(()) => {
-                    let _ = self.shared.closed_waiting.fetch_update(
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                        |n| n.checked_sub(1),
-                    );
+                    self.shared.closed_waiting.fetch_sub(1, Ordering::AcqRel);
                     if let Some((_, waiters)) = self.closed.pop_front() {
                         for w in waiters {
                             let _ = w.send(Ok(()));
