@@ -6,6 +6,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -90,8 +91,9 @@ pub async fn start_on(
 }
 
 /// [`start_on`] without warming the default cell: the embedder calls
-/// [`RunningCatalog::warm_default_cell`] when the pull should run (`toolplane up` does once all
-/// its services serve, so the pull does not compete with their start). A request that needs the
+/// [`RunningCatalog::warm_default_cell`] or [`RunningCatalog::warm_default_cell_after`] when the
+/// pull should run (`toolplane up` does shortly after all its services serve, so the pull competes
+/// neither with their start nor with their clients' first connections). A request that needs the
 /// cell before then pulls it itself.
 pub async fn start_unwarmed(
     config: CatalogConfig,
@@ -184,12 +186,22 @@ pub async fn start_unwarmed(
 impl RunningCatalog {
     /// Pulls the default cell in the background, so the first request does not pay for it.
     pub fn warm_default_cell(&mut self) {
+        self.warm_default_cell_after(Duration::ZERO);
+    }
+
+    /// Pulls the default cell in the background once `delay` has passed (unless a request pulled
+    /// it meanwhile, which leaves nothing to do).
+    pub fn warm_default_cell_after(&mut self, delay: Duration) {
         let warm = Arc::clone(&self.catalog);
         let mut warm_stop = self.stop.subscribe();
         self.tasks.push(tokio::spawn(async move {
             let default_cell = CellId::default_cell();
+            let pull = async {
+                tokio::time::sleep(delay).await;
+                warm.cell(&default_cell).await
+            };
             tokio::select! {
-                r = warm.cell(&default_cell) => {
+                r = pull => {
                     if let Err(e) = r {
                         tracing::warn!(error = %e, "warming the default cell failed");
                     }

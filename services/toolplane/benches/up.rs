@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
-use toolplane_testkit::mcp_fixture::free_port;
 
 /// Set in the child that serves the baseline.
 const CHILD_ENV: &str = "TOOLPLANE_BENCH_BARE_TONIC";
@@ -81,8 +80,9 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// The baseline: one bare tonic server (echo + health) in a fresh process.
-async fn bare_tonic() -> Duration {
+/// The baseline: one bare tonic server (echo + health) in a fresh process. Returns the time to
+/// its address line and the time to its health check.
+async fn bare_tonic() -> (Duration, Duration) {
     let start = Instant::now();
     let mut child = Command::new(std::env::current_exe().unwrap())
         .env(CHILD_ENV, "1")
@@ -95,37 +95,27 @@ async fn bare_tonic() -> Duration {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
+    let listening = start.elapsed();
     wait_healthy(line.trim(), start + Duration::from_secs(20)).await;
     let took = start.elapsed();
     drop(child.stdin.take());
     let _ = child.kill();
     let _ = child.wait();
-    took
+    (listening, took)
 }
 
-/// The subject: `toolplane up` with every service healthy; returns the time and the process.
-async fn toolplane_up(dir: &std::path::Path) -> (Duration, Child) {
-    let ports: Vec<u16> = (0..8).map(|_| free_port().unwrap()).collect();
+/// The subject: `toolplane up` with every service healthy; returns the time to its banner, the
+/// time to all four health checks, and the process. Every port is 0 (the system picks free ones),
+/// read back from the banner, so no port picked beforehand can be taken meanwhile.
+async fn toolplane_up(dir: &std::path::Path) -> (Duration, Duration, Child) {
     let start = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolplane"))
         .current_dir(dir)
         .args(["up", "--data-dir", ".toolplane"])
-        .args([
-            "--runtime-port",
-            &ports[0].to_string(),
-            "--catalog-port",
-            &ports[1].to_string(),
-        ])
-        .args([
-            "--catalog-http-port",
-            &ports[2].to_string(),
-            "--workspace-port",
-            &ports[3].to_string(),
-        ])
-        .args(["--mcp-proxy-port", &ports[4].to_string()])
-        .args(["--runtime-http-port", &ports[5].to_string()])
-        .args(["--workspace-http-port", &ports[6].to_string()])
-        .args(["--mcp-proxy-http-port", &ports[7].to_string()])
+        .args(["--runtime-port", "0", "--catalog-port", "0"])
+        .args(["--catalog-http-port", "0", "--workspace-port", "0"])
+        .args(["--mcp-proxy-port", "0", "--runtime-http-port", "0"])
+        .args(["--workspace-http-port", "0", "--mcp-proxy-http-port", "0"])
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -136,21 +126,34 @@ async fn toolplane_up(dir: &std::path::Path) -> (Duration, Child) {
     // then check health.
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
-    while stdout.read_line(&mut line).unwrap() > 0 && !line.starts_with("toolplane is up") {
+    while !line.starts_with("toolplane is up") {
         line.clear();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "toolplane up ended before its banner"
+        );
+    }
+    let banner = start.elapsed();
+    // The banner's next four lines name the services' addresses: `  runtime     http://…`.
+    let mut addrs = Vec::new();
+    for _ in 0..4 {
+        line.clear();
+        stdout.read_line(&mut line).unwrap();
+        let url = line.split_whitespace().nth(1).expect("an address line");
+        addrs.push(url.trim_start_matches("http://").to_owned());
     }
     // Keep draining its output so the process never blocks on a full pipe.
     std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
     let deadline = start + Duration::from_secs(30);
     // The four services are polled concurrently, as a client of each would.
-    let [rt, cat, ws, mcp] = [0, 1, 3, 4].map(|i| format!("127.0.0.1:{}", ports[i]));
+    let [rt, cat, ws, mcp] = <[String; 4]>::try_from(addrs).unwrap();
     tokio::join!(
         wait_healthy(&rt, deadline),
         wait_healthy(&cat, deadline),
         wait_healthy(&ws, deadline),
         wait_healthy(&mcp, deadline),
     );
-    (start.elapsed(), child)
+    (banner, start.elapsed(), child)
 }
 
 fn serve_bare_tonic() {
@@ -188,17 +191,21 @@ fn main() {
         // One of each first, unmeasured: page cache and binaries warm for both.
         let _ = bare_tonic().await;
         let warm = tempfile::tempdir().unwrap();
-        stop(toolplane_up(warm.path()).await.1);
+        stop(toolplane_up(warm.path()).await.2);
 
         // `toolplane up` is usually started again on the data directory it used before; the very
         // first start also creates and fsyncs every store. Both are measured.
         let existing = tempfile::tempdir().unwrap();
-        stop(toolplane_up(existing.path()).await.1);
+        stop(toolplane_up(existing.path()).await.2);
         let (mut base, mut again, mut fresh) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut base_line, mut again_banner) = (Vec::new(), Vec::new());
         let mut rss = Vec::new();
         for i in 0..rounds {
-            base.push(bare_tonic().await);
-            let (took, child) = toolplane_up(existing.path()).await;
+            let (listening, took) = bare_tonic().await;
+            base_line.push(listening);
+            base.push(took);
+            let (banner, took, child) = toolplane_up(existing.path()).await;
+            again_banner.push(banner);
             again.push(took);
             if i < 3 {
                 // Idle: nothing calls it for a few seconds (the catalog's refresher still runs).
@@ -207,7 +214,7 @@ fn main() {
             }
             stop(child);
             let dir = tempfile::tempdir().unwrap();
-            let (took, child) = toolplane_up(dir.path()).await;
+            let (_, took, child) = toolplane_up(dir.path()).await;
             fresh.push(took);
             stop(child);
         }
@@ -216,10 +223,14 @@ fn main() {
         let fresh_ratio = f.as_secs_f64() / b.as_secs_f64();
         let rss_mib = rss.iter().copied().max().unwrap_or(0) as f64 / 1024.0;
         println!("rounds {rounds}");
-        println!("bare tonic server process to healthy, p50 {b:?}");
         println!(
-            "toolplane up (existing data directory) to all four services healthy, p50 {a:?} = {ratio:.2}× (target < 2) {}",
-            if ratio < 2.0 { "ok" } else { "MISSED" }
+            "bare tonic server process to healthy, p50 {b:?} (its address line at {:?})",
+            median(base_line)
+        );
+        println!(
+            "toolplane up (existing data directory) to all four services healthy, p50 {a:?} = {ratio:.2}× (target < 2) {} (its banner at {:?})",
+            if ratio < 2.0 { "ok" } else { "MISSED" },
+            median(again_banner)
         );
         println!(
             "toolplane up (new data directory: stores created and fsynced) to all four healthy, p50 {f:?} = {fresh_ratio:.2}× (target < 2) {}",

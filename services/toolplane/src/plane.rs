@@ -6,11 +6,17 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use toolplane_store::{FsStore, Store, StoreExt, StoreOptions};
+
+/// How long after every service serves the catalog pulls the default cell from the mcp-proxy:
+/// past the burst of first connections (health checks, a client's first calls), and well before
+/// a person types a first command.
+const CATALOG_WARM_DELAY: Duration = Duration::from_millis(100);
 
 /// Where the plane listens and keeps its data.
 #[derive(Debug, Clone)]
@@ -261,9 +267,10 @@ impl Plane {
                 Ok(mut catalog),
                 Ok(runtime),
             ) => {
-                // The catalog's first pull from the mcp-proxy waits until every service serves,
-                // so it does not compete with their start; a request that needs it sooner pulls.
-                catalog.warm_default_cell();
+                // The catalog's first pull from the mcp-proxy waits until every service serves
+                // and their first clients have connected, so it competes with neither; a request
+                // that needs the default cell sooner pulls it.
+                catalog.warm_default_cell_after(CATALOG_WARM_DELAY);
                 Ok(Plane {
                     workspace,
                     mcp_proxy,

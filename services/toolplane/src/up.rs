@@ -46,6 +46,9 @@ pub async fn up(args: UpArgs, out: Out) -> Result<u8, CliError> {
     }
 
     let plane = Plane::up(cfg).await?;
+    // Listened for before the banner, so a Ctrl-C the moment the plane says it is up stops it
+    // cleanly instead of killing the process.
+    let mut signals = Signals::listen();
     let eps = Endpoints {
         runtime: plane.runtime_url(),
         catalog: plane.catalog_url(),
@@ -90,19 +93,19 @@ pub async fn up(args: UpArgs, out: Out) -> Result<u8, CliError> {
     if args.demo {
         let demo = tokio::select! {
             r = crate::demo::run(&eps, out) => Some(r),
-            () = shutdown_signal() => None,
+            () = signals.recv() => None,
         };
         match demo {
             None => {
-                stop(plane, out).await?;
+                stop(plane, &mut signals, out).await?;
                 return Ok(if args.once { EXIT_INTERRUPTED } else { 0 });
             }
             Some(Err(e)) => {
-                stop(plane, out).await?;
+                stop(plane, &mut signals, out).await?;
                 return Err(e);
             }
             Some(Ok(run)) if args.once => {
-                stop(plane, out).await?;
+                stop(plane, &mut signals, out).await?;
                 return if run.status == toolplane_proto::v1::RunStatus::Completed as i32 {
                     Ok(0)
                 } else {
@@ -118,19 +121,19 @@ pub async fn up(args: UpArgs, out: Out) -> Result<u8, CliError> {
             }
         }
     }
-    shutdown_signal().await;
-    stop(plane, out).await?;
+    signals.recv().await;
+    stop(plane, &mut signals, out).await?;
     Ok(0)
 }
 
 /// Stops the services in order; a second Ctrl-C during the stop exits at once.
-async fn stop(plane: Plane, out: Out) -> Result<(), CliError> {
+async fn stop(plane: Plane, signals: &mut Signals, out: Out) -> Result<(), CliError> {
     if !out.json {
         line("stopping…")?;
     }
     tokio::select! {
         () = plane.shutdown() => {}
-        () = shutdown_signal() => {
+        () = signals.recv() => {
             eprintln!("toolplane: stopped without waiting for the services to finish");
             std::process::exit(i32::from(EXIT_INTERRUPTED));
         }
@@ -142,25 +145,58 @@ async fn stop(plane: Plane, out: Out) -> Result<(), CliError> {
     }
 }
 
-/// Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// Ctrl-C or SIGTERM, caught from the moment [`Signals::listen`] is called (until then either
+/// ends the process at once, as during the start).
+#[derive(Debug)]
+pub struct Signals {
     #[cfg(unix)]
-    {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = ctrl_c => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = ctrl_c.await;
+    interrupt: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    terminate: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    pub fn listen() -> Signals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Signals {
+                interrupt: signal(SignalKind::interrupt()).ok(),
+                terminate: signal(SignalKind::terminate()).ok(),
             }
         }
+        #[cfg(not(unix))]
+        {
+            Signals {}
+        }
     }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
+
+    /// The next Ctrl-C or SIGTERM.
+    pub async fn recv(&mut self) {
+        #[cfg(unix)]
+        {
+            match (&mut self.interrupt, &mut self.terminate) {
+                (Some(int), Some(term)) => {
+                    tokio::select! {
+                        _ = int.recv() => {}
+                        _ = term.recv() => {}
+                    }
+                }
+                (Some(int), None) => {
+                    int.recv().await;
+                }
+                (None, Some(term)) => {
+                    term.recv().await;
+                }
+                // Neither handler could be installed: fall back to tokio's own Ctrl-C.
+                (None, None) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }

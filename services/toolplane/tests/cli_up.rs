@@ -135,6 +135,46 @@ fn up_serves_until_ctrl_c_and_then_stops_cleanly() {
 }
 
 #[test]
+fn a_ctrl_c_the_moment_up_prints_its_banner_still_stops_cleanly() {
+    // The signal handlers are installed before the banner: a Ctrl-C right after it is a clean
+    // stop, never the process killed by the signal's default action. The signal is sent within
+    // microseconds of reading the banner, several times, since that window is short.
+    use std::io::{BufRead, BufReader, Read};
+    for _ in 0..10 {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = command(dir.path())
+            .arg("up")
+            .args(["--runtime-port", "0", "--catalog-port", "0"])
+            .args(["--catalog-http-port", "0", "--workspace-port", "0"])
+            .args(["--mcp-proxy-port", "0", "--runtime-http-port", "0"])
+            .args(["--workspace-http-port", "0", "--mcp-proxy-http-port", "0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut seen = String::new();
+        loop {
+            let mut line = String::new();
+            assert!(
+                stdout.read_line(&mut line).unwrap() > 0,
+                "`toolplane up` ended before its banner:\n{seen}"
+            );
+            seen.push_str(&line);
+            if line.starts_with("toolplane is up") {
+                break;
+            }
+        }
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+        stdout.read_to_string(&mut seen).unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{status:?}\nstdout:\n{seen}");
+        assert!(seen.trim_end().ends_with("stopped"), "{seen}");
+    }
+}
+
+#[test]
 fn a_port_in_use_is_one_clear_line_and_a_non_zero_exit() {
     let dir = tempfile::tempdir().unwrap();
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

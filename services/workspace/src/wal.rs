@@ -1049,6 +1049,9 @@ enum Note {
 #[derive(Debug)]
 pub struct Wal {
     tx: Mutex<Option<mpsc::Sender<Job>>>,
+    /// The writer and the checkpointer until the first job starts their threads: a log nobody
+    /// appends to (a start, a plane that only reads) runs no thread for them.
+    unstarted: Mutex<Option<Unstarted>>,
     shared: Arc<Shared>,
     files: Arc<Files>,
     writer: Mutex<Option<JoinHandle<()>>>,
@@ -1056,9 +1059,24 @@ pub struct Wal {
     tree: Arc<Tree>,
 }
 
+/// The log's two threads' work, before they run.
+struct Unstarted {
+    writer: Writer,
+    jobs: mpsc::Receiver<Job>,
+    checkpointer: Checkpointer,
+    notes: mpsc::Receiver<Note>,
+}
+
+impl std::fmt::Debug for Unstarted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Unstarted")
+    }
+}
+
 impl Wal {
-    /// Checkpoints the segments in `dir` (which must exist durably, with `runs/` in it), then
-    /// starts a new segment, the writer and the checkpointer. Blocking.
+    /// Checkpoints the segments in `dir` (which must exist durably, with `runs/` in it). The
+    /// writer and the checkpointer start with the first job; the writer creates the next segment
+    /// with its first group. Blocking.
     pub fn open(
         fs: Arc<dyn Fs>,
         dir: PathBuf,
@@ -1116,22 +1134,44 @@ impl Wal {
             open: BTreeMap::new(),
             closed: VecDeque::new(),
         };
-        let checkpointer = std::thread::Builder::new()
-            .name("workspace-checkpoint".into())
-            .spawn(move || checkpointer.run(notes_rx))
-            .map_err(|e| WsError::io(format!("start journal checkpointer: {e}")))?;
-        let handle = std::thread::Builder::new()
-            .name("workspace-wal".into())
-            .spawn(move || writer.run(rx))
-            .map_err(|e| WsError::io(format!("start journal writer: {e}")))?;
         Ok(Wal {
             tx: Mutex::new(Some(tx)),
+            unstarted: Mutex::new(Some(Unstarted {
+                writer,
+                jobs: rx,
+                checkpointer,
+                notes: notes_rx,
+            })),
             shared,
             files,
-            writer: Mutex::new(Some(handle)),
-            checkpointer: Mutex::new(Some(checkpointer)),
+            writer: Mutex::new(None),
+            checkpointer: Mutex::new(None),
             tree,
         })
+    }
+
+    /// Starts the writer's and the checkpointer's threads, unless they run already.
+    fn start_threads(&self) -> Result<(), WsError> {
+        let Some(parts) = lock(&self.unstarted).take() else {
+            return Ok(());
+        };
+        let Unstarted {
+            writer,
+            jobs,
+            checkpointer,
+            notes,
+        } = parts;
+        let checkpointer = std::thread::Builder::new()
+            .name("workspace-checkpoint".into())
+            .spawn(move || checkpointer.run(notes))
+            .map_err(|e| WsError::io(format!("start journal checkpointer: {e}")))?;
+        *lock(&self.checkpointer) = Some(checkpointer);
+        let handle = std::thread::Builder::new()
+            .name("workspace-wal".into())
+            .spawn(move || writer.run(jobs))
+            .map_err(|e| WsError::io(format!("start journal writer: {e}")))?;
+        *lock(&self.writer) = Some(handle);
+        Ok(())
     }
 
     /// The journal of a run (empty if it has no record yet), loading it from its files when it
@@ -1160,6 +1200,12 @@ impl Wal {
 
     fn send(&self, job: Job) -> Result<(), WsError> {
         let tx = lock(&self.tx);
+        if tx.is_some() {
+            // A thread that cannot start drops its half of the channel: the send below fails.
+            if let Err(e) = self.start_threads() {
+                tracing::error!(error = %e, "the journal log cannot start");
+            }
+        }
         match tx.as_ref() {
             Some(tx) if tx.send(job).is_ok() => Ok(()),
             _ => Err(unavailable("the journal writer has stopped")),
@@ -1623,6 +1669,7 @@ impl Wal {
     /// failed) and stops the checkpointer.
     pub fn shutdown(&self) {
         lock(&self.tx).take();
+        lock(&self.unstarted).take();
         if let Some(handle) = lock(&self.writer).take() {
             let _ = handle.join();
         }

@@ -1986,3 +1986,59 @@ async fn several_runs_appends_share_a_request_and_fail_alone() {
         "the refused requests wrote nothing"
     );
 }
+
+/// Threads of this process named `name` (Linux; nextest runs each test in its own process).
+fn threads_named(name: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter(|t| {
+            let comm = t.as_ref().unwrap().path().join("comm");
+            std::fs::read_to_string(comm).is_ok_and(|c| c.trim_end() == name)
+        })
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_starts_its_threads_with_the_first_append() {
+    // A workspace that only serves reads and run set-up runs no journal thread; the first append
+    // starts the writer and the checkpointer, and its record is read back as usual.
+    let mut s = start().await;
+    s.run("default", "r1", "c", "i").await;
+    assert_eq!(threads_named("workspace-wal"), 0);
+    assert_eq!(threads_named("workspace-check"), 0);
+    let read = s
+        .storage
+        .read_journal(pb::ReadJournalRequest {
+            run_id: "r1".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(read.records.is_empty(), "{read:?}");
+    assert_eq!(threads_named("workspace-wal"), 0, "a read starts no thread");
+
+    s.storage
+        .append_journal(pb::AppendJournalRequest {
+            run_id: "r1".into(),
+            expected_seq: 1,
+            records: vec![event("run_started")],
+            epoch: 1,
+            cell_id: String::new(),
+            objects: Vec::new(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(threads_named("workspace-wal"), 1);
+    assert_eq!(threads_named("workspace-check"), 1);
+    let read = s
+        .storage
+        .read_journal(pb::ReadJournalRequest {
+            run_id: "r1".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(read.records.len(), 1, "{read:?}");
+}
