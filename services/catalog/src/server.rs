@@ -197,7 +197,9 @@ impl RunningCatalog {
         self.tasks.push(tokio::spawn(async move {
             let default_cell = CellId::default_cell();
             let pull = async {
-                tokio::time::sleep(delay).await;
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
                 warm.cell(&default_cell).await
             };
             tokio::select! {

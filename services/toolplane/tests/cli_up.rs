@@ -152,6 +152,13 @@ fn a_ctrl_c_the_moment_up_prints_its_banner_still_stops_cleanly() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
+        // stderr is drained all along, so logging never blocks the child; it is shown on failure.
+        let mut stderr = child.stderr.take().unwrap();
+        let stderr = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stderr.read_to_string(&mut text);
+            text
+        });
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut seen = String::new();
         loop {
@@ -167,9 +174,25 @@ fn a_ctrl_c_the_moment_up_prints_its_banner_still_stops_cleanly() {
         }
         let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("`toolplane up` did not stop within 30 s of Ctrl-C:\n{seen}");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
         stdout.read_to_string(&mut seen).unwrap();
-        let status = child.wait().unwrap();
-        assert_eq!(status.code(), Some(0), "{status:?}\nstdout:\n{seen}");
+        let stderr = stderr.join().unwrap();
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "{status:?}\nstdout:\n{seen}\nstderr:\n{stderr}"
+        );
         assert!(seen.trim_end().ends_with("stopped"), "{seen}");
     }
 }

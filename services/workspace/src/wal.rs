@@ -1201,9 +1201,11 @@ impl Wal {
     fn send(&self, job: Job) -> Result<(), WsError> {
         let tx = lock(&self.tx);
         if tx.is_some() {
-            // A thread that cannot start drops its half of the channel: the send below fails.
+            // A thread that cannot start drops its half of the channel: the send below fails,
+            // and the log is poisoned, so every later request says so at once.
             if let Err(e) = self.start_threads() {
                 tracing::error!(error = %e, "the journal log cannot start");
+                self.shared.poisoned.store(true, Ordering::Release);
             }
         }
         match tx.as_ref() {

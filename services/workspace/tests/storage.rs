@@ -2029,8 +2029,21 @@ async fn the_log_starts_its_threads_with_the_first_append() {
         })
         .await
         .unwrap();
-    assert_eq!(threads_named("workspace-wal"), 1);
-    assert_eq!(threads_named("workspace-check"), 1);
+    // A thread names itself once it runs: wait for both names.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while (
+        threads_named("workspace-wal"),
+        threads_named("workspace-check"),
+    ) != (1, 1)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "threads: wal {}, checkpoint {}",
+            threads_named("workspace-wal"),
+            threads_named("workspace-check")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     let read = s
         .storage
         .read_journal(pb::ReadJournalRequest {
