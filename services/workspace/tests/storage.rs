@@ -1998,6 +1998,20 @@ fn threads_named(name: &str) -> usize {
         .count()
 }
 
+/// How many records `run`'s journal holds (its first page).
+async fn journal_len(s: &mut Service, run: &str) -> usize {
+    s.storage
+        .read_journal(pb::ReadJournalRequest {
+            run_id: run.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .records
+        .len()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_log_starts_its_threads_with_the_first_append() {
     // A workspace that only serves reads and run set-up runs no journal thread; the first append
@@ -2006,16 +2020,7 @@ async fn the_log_starts_its_threads_with_the_first_append() {
     s.run("default", "r1", "c", "i").await;
     assert_eq!(threads_named("workspace-wal"), 0);
     assert_eq!(threads_named("workspace-check"), 0);
-    let read = s
-        .storage
-        .read_journal(pb::ReadJournalRequest {
-            run_id: "r1".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert!(read.records.is_empty(), "{read:?}");
+    assert_eq!(journal_len(&mut s, "r1").await, 0);
     assert_eq!(threads_named("workspace-wal"), 0, "a read starts no thread");
 
     s.storage
@@ -2044,14 +2049,5 @@ async fn the_log_starts_its_threads_with_the_first_append() {
         );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    let read = s
-        .storage
-        .read_journal(pb::ReadJournalRequest {
-            run_id: "r1".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(read.records.len(), 1, "{read:?}");
+    assert_eq!(journal_len(&mut s, "r1").await, 1);
 }
