@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use tracing::Instrument;
 
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use toolplane_core::builtin;
@@ -258,12 +259,27 @@ pub async fn run_turn(
         objects.append(&mut extra_objects);
         objects.push(AuditObject {
             path: args_path.clone(),
-            content: serde_json::to_vec(&json!({"callId": call.call_id, "toolId": call.tool_id.to_string(), "alias": binding.alias.as_str(), "arguments": args_value(&call.arguments), "providerMetadata": call.provider_metadata})).unwrap_or_default(),
+            content: serde_json::to_vec(&ArgsAudit {
+                call_id: &call.call_id,
+                tool_id: &call.tool_id,
+                alias: binding.alias.as_str(),
+                arguments: ArgsView::of(&call.arguments),
+                provider_metadata: &call.provider_metadata,
+            })
+            .unwrap_or_default(),
             content_type: "application/json",
         });
         objects.push(AuditObject {
             path: result_path.clone(),
-            content: serde_json::to_vec(&json!({"result": result, "outcome": outcome.as_str(), "elapsedMs": elapsed_ms, "raw": raw.as_deref().and_then(|r| serde_json::from_str::<Value>(r).ok())})).unwrap_or_default(),
+            content: serde_json::to_vec(&ResultAudit {
+                result: &result,
+                outcome: outcome.as_str(),
+                elapsed_ms,
+                raw: raw
+                    .as_deref()
+                    .and_then(|r| serde_json::from_str::<Value>(r).ok()),
+            })
+            .unwrap_or_default(),
             content_type: "application/json",
         });
         let mut done = base.clone();
@@ -309,9 +325,8 @@ pub async fn run_turn(
             }
             if (call.tool_id.is_builtin(builtin::WORKSPACE_WRITE_FILE)
                 || call.tool_id.is_builtin(builtin::WORKSPACE_APPLY_PATCH))
-                && let Some(p) = args_value(&call.arguments)
-                    .get("path")
-                    .and_then(Value::as_str)
+                && let ToolArguments::Object { value: args } = &call.arguments
+                && let Some(p) = args.get("path").and_then(Value::as_str)
             {
                 last_mutation = Some(p.to_owned());
             }
@@ -400,11 +415,46 @@ fn record_call(
     }
 }
 
-fn args_value(a: &ToolArguments) -> Value {
-    match a {
-        ToolArguments::Object { value } => Value::Object(value.clone()),
-        ToolArguments::Invalid { raw, reason } => json!({"invalid": raw, "reason": reason}),
+/// The audit object of a call's arguments (`…/args.json`), serialized straight from the call: the
+/// arguments are not copied into a JSON value first.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ArgsAudit<'a> {
+    call_id: &'a str,
+    tool_id: &'a toolplane_core::id::ToolId,
+    alias: &'a str,
+    arguments: ArgsView<'a>,
+    provider_metadata: &'a Option<Value>,
+}
+
+/// A call's arguments as audited: the object, or the text that was not one and why.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ArgsView<'a> {
+    Object(&'a Map<String, Value>),
+    Invalid { invalid: &'a str, reason: &'a str },
+}
+
+impl<'a> ArgsView<'a> {
+    fn of(arguments: &'a ToolArguments) -> Self {
+        match arguments {
+            ToolArguments::Object { value } => ArgsView::Object(value),
+            ToolArguments::Invalid { raw, reason } => ArgsView::Invalid {
+                invalid: raw,
+                reason,
+            },
+        }
     }
+}
+
+/// The audit object of a call's result (`…/result.json`), serialized straight from the result.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResultAudit<'a> {
+    result: &'a AgentToolResult,
+    outcome: &'a str,
+    elapsed_ms: u64,
+    raw: Option<Value>,
 }
 
 fn effect_events(
@@ -817,6 +867,56 @@ mod tests {
         assert!(name.chars().skip(5).all(|c| c.is_ascii_hexdigit()));
         assert_ne!(call_file("call_0"), call_file("call_1"));
         assert_eq!(call_file("call_0"), call_file("call_0"));
+    }
+
+    #[test]
+    fn audit_objects_keep_their_documented_shape() {
+        let tool_id = toolplane_core::ToolId::parse("builtin:workspace.write_file").unwrap();
+        let object = ToolArguments::from_text(r#"{"path":"output/a.md","content":"x"}"#);
+        let metadata = Some(json!({"thoughtSignature": "abc"}));
+        let args = ArgsAudit {
+            call_id: "call_1",
+            tool_id: &tool_id,
+            alias: "workspace_write_file",
+            arguments: ArgsView::of(&object),
+            provider_metadata: &metadata,
+        };
+        assert_eq!(
+            String::from_utf8(serde_json::to_vec(&args).unwrap()).unwrap(),
+            r#"{"callId":"call_1","toolId":"builtin:workspace.write_file","alias":"workspace_write_file","arguments":{"path":"output/a.md","content":"x"},"providerMetadata":{"thoughtSignature":"abc"}}"#
+        );
+        let invalid = ToolArguments::from_text("[1,");
+        let ToolArguments::Invalid { reason, .. } = &invalid else {
+            panic!("not an object")
+        };
+        let args = ArgsAudit {
+            arguments: ArgsView::of(&invalid),
+            provider_metadata: &None,
+            ..args
+        };
+        assert_eq!(
+            serde_json::to_value(&args).unwrap()["arguments"],
+            json!({"invalid": "[1,", "reason": reason})
+        );
+        assert_eq!(serde_json::to_value(&args).unwrap()["providerMetadata"], Value::Null);
+
+        let call = ToolInvocation {
+            call_id: "call_1".into(),
+            tool_id: tool_id.clone(),
+            arguments: object,
+            provider_metadata: None,
+        };
+        let result = AgentToolResult::ok(&call, "wrote output/a.md");
+        let audit = ResultAudit {
+            result: &result,
+            outcome: "completed",
+            elapsed_ms: 3,
+            raw: None,
+        };
+        assert_eq!(
+            String::from_utf8(serde_json::to_vec(&audit).unwrap()).unwrap(),
+            r#"{"result":{"callId":"call_1","toolId":"builtin:workspace.write_file","content":"wrote output/a.md","isError":false},"outcome":"completed","elapsedMs":3,"raw":null}"#
+        );
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //!   tonic server process (this benchmark re-executed as the testkit echo server with gRPC health)
 //!   until its health check passes, both measured here, interleaved (target < 2×). Both are
 //!   measured the same way: read the process's output until it says it is listening (the bare
-//!   server prints its address, `toolplane up` its `toolplane is up` banner), then check health
+//!   server prints its address, `toolplane --json up` its `"event":"up"` line with the services'
+//!   addresses), then check health
 //!   (polling every 2 ms until SERVING should that first check fail);
 //! - resident memory (VmRSS) of the idle all-in-one process, a few seconds after it is up
 //!   (target < 60 MiB).
@@ -111,7 +112,7 @@ async fn toolplane_up(dir: &std::path::Path) -> (Duration, Duration, Child) {
     let start = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolplane"))
         .current_dir(dir)
-        .args(["up", "--data-dir", ".toolplane"])
+        .args(["--json", "up", "--data-dir", ".toolplane"])
         .args(["--runtime-port", "0", "--catalog-port", "0"])
         .args(["--catalog-http-port", "0", "--workspace-port", "0"])
         .args(["--mcp-proxy-port", "0", "--runtime-http-port", "0"])
@@ -122,26 +123,24 @@ async fn toolplane_up(dir: &std::path::Path) -> (Duration, Duration, Child) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // As for the baseline: wait for the process to say it is listening (`toolplane is up …`),
-    // then check health.
+    // As for the baseline: wait for the process to say it is listening (its `"event":"up"` line,
+    // which names the services' addresses), then check health.
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
-    while !line.starts_with("toolplane is up") {
-        line.clear();
-        assert!(
-            stdout.read_line(&mut line).unwrap() > 0,
-            "toolplane up ended before its banner"
-        );
-    }
+    assert!(
+        stdout.read_line(&mut line).unwrap() > 0,
+        "toolplane up ended before saying it is up"
+    );
     let banner = start.elapsed();
-    // The banner's next four lines name the services' addresses: `  runtime     http://…`.
-    let mut addrs = Vec::new();
-    for _ in 0..4 {
-        line.clear();
-        stdout.read_line(&mut line).unwrap();
-        let url = line.split_whitespace().nth(1).expect("an address line");
-        addrs.push(url.trim_start_matches("http://").to_owned());
-    }
+    let up: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+    assert_eq!(up["event"], "up", "{line}");
+    let addrs: Vec<String> = ["runtime", "catalog", "workspace", "mcpProxy"]
+        .iter()
+        .map(|k| {
+            let url = up[k].as_str().expect("an address");
+            url.trim_start_matches("http://").to_owned()
+        })
+        .collect();
     // Keep draining its output so the process never blocks on a full pipe.
     std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
     let deadline = start + Duration::from_secs(30);

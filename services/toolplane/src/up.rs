@@ -68,26 +68,21 @@ pub async fn up(args: UpArgs, out: Out) -> Result<u8, CliError> {
             "dataDir": args.data_dir,
         }))?;
     } else {
-        line(&format!(
-            "toolplane is up (data in {})",
-            args.data_dir.display()
-        ))?;
-        line(&format!("  runtime     {}", eps.runtime))?;
-        line(&format!(
-            "  catalog     {}   (HTTP {}/tools)",
-            eps.catalog,
-            plane.catalog_http_url()
-        ))?;
-        line(&format!("  workspace   {}", eps.workspace))?;
-        line(&format!("  mcp-proxy   {}", eps.mcp_proxy))?;
+        // One write: a reader of the output sees the whole banner at once.
         let [rt_metrics, ws_metrics, mcp_metrics] = plane.metrics_urls();
-        line(&format!(
-            "  metrics     {rt_metrics}/metrics {ws_metrics}/metrics {mcp_metrics}/metrics {}/metrics",
-            plane.catalog_http_url()
-        ))?;
+        let catalog_http = plane.catalog_http_url();
+        let mut banner = format!(
+            "toolplane is up (data in {})\n  runtime     {}\n  catalog     {}   (HTTP {catalog_http}/tools)\n  workspace   {}\n  mcp-proxy   {}\n  metrics     {rt_metrics}/metrics {ws_metrics}/metrics {mcp_metrics}/metrics {catalog_http}/metrics",
+            args.data_dir.display(),
+            eps.runtime,
+            eps.catalog,
+            eps.workspace,
+            eps.mcp_proxy,
+        );
         if !args.demo {
-            line("Press Ctrl-C to stop.")?;
+            banner.push_str("\nPress Ctrl-C to stop.");
         }
+        line(&banner)?;
     }
 
     if args.demo {
