@@ -898,7 +898,10 @@ mod tests {
             serde_json::to_value(&args).unwrap()["arguments"],
             json!({"invalid": "[1,", "reason": reason})
         );
-        assert_eq!(serde_json::to_value(&args).unwrap()["providerMetadata"], Value::Null);
+        assert_eq!(
+            serde_json::to_value(&args).unwrap()["providerMetadata"],
+            Value::Null
+        );
 
         let call = ToolInvocation {
             call_id: "call_1".into(),
