@@ -885,14 +885,17 @@ impl McpProxy {
                 let current = server.conn.lock().await.clone();
                 if let Some(conn) = current.filter(|c| c.is_alive()) {
                     tokio::select! {
+                        // Removal and shutdown close the connection themselves: checked first, so
+                        // a connection they closed is never reported as lost.
+                        biased;
+                        () = server.removed.cancelled() => return,
+                        () = proxy.inner.shutdown.cancelled() => return,
                         () = conn.dead.cancelled() => {
                             let reason = conn.death_reason();
                             tracing::warn!(server_id = %server.registration().server_id, reason = %reason, "mcp server connection lost");
                             server.set_health(ConnStatus::Disconnected, Some(reason));
                         }
                         () = &mut notified => {}
-                        () = server.removed.cancelled() => return,
-                        () = proxy.inner.shutdown.cancelled() => return,
                     }
                     continue;
                 }

@@ -64,6 +64,9 @@ fn up_demo_once_runs_the_scripted_agent_shows_its_timeline_and_exits_with_its_st
         out.trim_end().ends_with("stopped"),
         "it stops after the run with --once:\n{out}"
     );
+    // A clean run and stop warn about nothing (the demo's MCP server, closed by the stop, is not
+    // reported as lost).
+    assert!(!ran.stderr.contains("WARN"), "{}", ran.stderr);
     // The data directory defaults to ./.toolplane and holds each service's storage.
     for service in ["runtime", "catalog", "workspace", "mcp-proxy"] {
         assert!(
@@ -81,6 +84,7 @@ fn up_demo_once_runs_the_scripted_agent_shows_its_timeline_and_exits_with_its_st
         again.stdout
     );
     assert!(tool_line(&again.stdout, "mcp__demo__word_count").contains(" ok "));
+    assert!(!again.stderr.contains("WARN"), "{}", again.stderr);
 }
 
 #[test]
