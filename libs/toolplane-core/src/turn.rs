@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::alias::ModelAlias;
+use crate::alias::{MAX_ALIAS_LEN, ModelAlias};
 use crate::error::{
     CoreError, MODEL_CANONICAL_TOOL_NAME, MODEL_DUPLICATE_CALL_ID, MODEL_MISSING_CALL_ID,
     MODEL_TOOL_CALL_REQUIRED, MODEL_TOOL_CHOICE_VIOLATED, MODEL_UNKNOWN_TOOL_ALIAS,
@@ -325,16 +325,56 @@ impl ToolTurnContract {
                 ),
             ));
         }
+        let hint = self
+            .closest_alias(name)
+            .map(|a| format!(" (did you mean `{a}`?)"))
+            .unwrap_or_default();
         Err(CoreError::new(
             MODEL_UNKNOWN_TOOL_ALIAS,
             format!(
-                "the model called `{}`, which turn {} of invocation {} did not advertise",
+                "the model called `{}`, which turn {} of invocation {} did not advertise{hint}",
                 shorten(name),
                 self.turn,
                 self.invocation_id
             ),
         ))
     }
+
+    /// The advertised alias a mistyped name most likely meant: the same name up to case and `-`
+    /// against `_` (`get_sum` for `get-sum`), else the only one within two edits. The error path
+    /// only.
+    fn closest_alias(&self, name: &str) -> Option<&str> {
+        if name.len() > 2 * MAX_ALIAS_LEN {
+            return None;
+        }
+        let fold = |s: &str| s.to_ascii_lowercase().replace('-', "_");
+        let folded = fold(name);
+        let aliases = || self.tools.iter().map(|t| t.alias.as_str());
+        if let Some(a) = aliases().find(|a| fold(a) == folded) {
+            return Some(a);
+        }
+        let mut near = aliases().filter(|a| edit_distance(&fold(a), &folded) <= 2);
+        match (near.next(), near.next()) {
+            (Some(a), None) => Some(a),
+            _ => None,
+        }
+    }
+}
+
+/// Levenshtein distance over bytes (aliases are ASCII).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, &ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let substitute = diagonal + usize::from(ca != cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitute.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()]
 }
 
 fn shorten(s: &str) -> String {

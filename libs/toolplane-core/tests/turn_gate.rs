@@ -100,6 +100,38 @@ fn decoding_fails_fast_on_every_contract_violation() {
 }
 
 #[test]
+fn an_unknown_alias_names_the_advertised_one_it_most_likely_meant() {
+    let s = snapshot(
+        json!({"allow": ["builtin:dice.roll", "builtin:workspace.read_file", "builtin:workspace.write_file", "mcp:github/*"]}),
+    );
+    let turn = ToolTurnContract::all(&s, 1, ToolChoice::Auto).unwrap();
+    let message = |name: &str| {
+        let e = turn
+            .decode(vec![call(Some("a"), name)], CallIdPolicy::Required)
+            .unwrap_err();
+        assert_eq!(e.code, MODEL_UNKNOWN_TOOL_ALIAS, "{name}");
+        e.message
+    };
+    // `-` for `_` and case, as a hand-written script or a model gets them wrong.
+    for name in ["dice-roll", "Dice_Roll"] {
+        let m = message(name);
+        assert!(m.ends_with("(did you mean `dice_roll`?)"), "{m}");
+    }
+    // A typo within two edits.
+    let m = message("workspace_raed_file");
+    assert!(m.ends_with("(did you mean `workspace_read_file`?)"), "{m}");
+    let m = message("mcp__github__list_issue");
+    assert!(
+        m.ends_with("(did you mean `mcp__github__list_issues`?)"),
+        "{m}"
+    );
+    // Nothing close: no guess.
+    for name in ["shell_exec".to_owned(), "x".repeat(500)] {
+        assert!(!message(&name).contains("did you mean"), "{name}");
+    }
+}
+
+#[test]
 fn another_invocations_alias_is_unknown_here() {
     let mine = snapshot(json!({"allow": ["builtin:dice.roll"]}));
     let other = snapshot(json!({"allow": ["mcp:docs/search"]}));
