@@ -278,13 +278,13 @@ impl ModelClient {
         let resp = req.send().await.map_err(|err| CallError {
             retryable: true,
             status: None,
-            message: format!("request to {url} failed: {err}"),
+            message: format!("request to {url} failed: {}", with_causes(&err)),
         })?;
         let status = resp.status().as_u16();
         let bytes = resp.bytes().await.map_err(|err| CallError {
             retryable: true,
             status: Some(status),
-            message: format!("reading the response failed: {err}"),
+            message: format!("reading the response failed: {}", with_causes(&err)),
         })?;
         if bytes.len() > MAX_RESPONSE_BYTES {
             return Err(CallError {
@@ -379,6 +379,24 @@ pub fn user_message(format: ProviderFormat, text: &str) -> Value {
         ProviderFormat::Gemini => json!({"role": "user", "parts": [{"text": text}]}),
         _ => json!({"role": "user", "content": text}),
     }
+}
+
+/// An error with its causes, `outer: cause: root cause`. An HTTP client error says why only in
+/// its causes ("Connection refused", a name that does not resolve, a certificate refused), and
+/// that is what a person reading a failed run needs.
+fn with_causes(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        // Some layers repeat their cause's text in their own.
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 #[cfg(test)]

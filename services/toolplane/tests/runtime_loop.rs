@@ -199,6 +199,26 @@ async fn provider_failures_fail_the_run_with_a_clear_code() {
     assert_eq!(done.status, pb::RunStatus::Failed as i32);
     assert_eq!(done.failure.unwrap().code, "model.malformed_response");
 
+    // An endpoint nobody listens on: retried, then failed with the reason, not only "error
+    // sending request".
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    let mut unreachable = spec("writer", &format!("http://{closed}/v1"), true, 5);
+    if let Some(m) = unreachable.model.as_mut() {
+        m.max_retries = Some(0);
+    }
+    let run = start(&mut h, unreachable).await;
+    let done = h.wait_terminal(&run).await;
+    let failure = done.failure.unwrap();
+    assert_eq!(failure.code, "model.call_failed");
+    assert!(
+        failure.message.contains("Connection refused"),
+        "{}",
+        failure.message
+    );
+
     // A non-retryable status fails at once.
     let model = spawn_model_server(vec![ScriptedReply::status(400)])
         .await
