@@ -76,8 +76,11 @@ impl Endpoint {
             ModelKind::Scripted => Some(parse_script(e.script_json.as_deref().unwrap_or(""))?),
             _ => None,
         };
-        if kind != ModelKind::Scripted && e.base_url.is_empty() {
-            return Err("the model endpoint needs a base_url".into());
+        if kind != ModelKind::Scripted {
+            if e.base_url.is_empty() {
+                return Err("the model endpoint needs a base_url".into());
+            }
+            check_base_url(&e.base_url)?;
         }
         let api_key = match &e.api_key_env {
             Some(var) if !var.is_empty() => Some(std::env::var(var).map_err(|_| {
@@ -122,6 +125,11 @@ impl Endpoint {
             }
             _ => None,
         };
+        if e.kind != ModelKind::Scripted
+            && let Some(url) = &e.base_url
+        {
+            check_base_url(url)?;
+        }
         let api_key = match &e.api_key_env {
             Some(var) => Some(std::env::var(var).map_err(|_| {
                 format!("the environment variable `{var}` holding the api key is not set")
@@ -150,6 +158,27 @@ impl Endpoint {
             script,
         })
     }
+}
+
+/// A model endpoint's base URL is `http://…`, or `https://…` when this runtime was built with TLS
+/// (the `tls` feature; release images have it). Refused at the start of the run, with the fix,
+/// rather than failing every attempt of its first model call.
+fn check_base_url(url: &str) -> Result<(), String> {
+    let lower = url.trim().to_ascii_lowercase();
+    if lower.starts_with("https://") {
+        if cfg!(feature = "tls") {
+            return Ok(());
+        }
+        return Err(format!(
+            "the model endpoint {url} is https, and this runtime was built without TLS: build it with `--features tls` (release images have it), or use a plain-http endpoint"
+        ));
+    }
+    if lower.starts_with("http://") {
+        return Ok(());
+    }
+    Err(format!(
+        "the model endpoint's base_url `{url}` must start with http:// or https://"
+    ))
 }
 
 /// A script: `{"turns": [<assistant message>, …]}` or a bare array of turns. Each turn is an OpenAI
@@ -402,6 +431,19 @@ fn with_causes(err: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn base_urls_need_a_scheme_this_build_speaks() {
+        assert!(check_base_url("http://127.0.0.1:11434/v1").is_ok());
+        let missing = check_base_url("localhost:11434/v1").unwrap_err();
+        assert!(missing.contains("must start with http://"), "{missing}");
+        let https = check_base_url("https://api.openai.com/v1");
+        if cfg!(feature = "tls") {
+            assert!(https.is_ok());
+        } else {
+            assert!(https.unwrap_err().contains("--features tls"));
+        }
+    }
 
     #[test]
     fn scripted_turns_are_completed() {
