@@ -220,7 +220,8 @@ pub async fn connect(reg: &Registration, limits: &Limits) -> Result<Connection, 
                         .back()
                         .cloned();
                     let exit = child.exit.borrow().clone();
-                    let mut why = format!("initialization failed: {e}");
+                    let mut why =
+                        format!("initialization failed: {}", crate::causes::init_error(&e));
                     if let Some(exit) = exit {
                         why.push_str(&format!("; the process {exit}"));
                     }
@@ -293,7 +294,12 @@ pub async fn connect(reg: &Registration, limits: &Limits) -> Result<Connection, 
                             ),
                         )
                     })?
-                    .map_err(|e| failed(reg, format!("initialization failed: {e}")))?;
+                    .map_err(|e| {
+                        failed(
+                            reg,
+                            format!("initialization failed: {}", crate::causes::init_error(&e)),
+                        )
+                    })?;
             Ok(finish(
                 service,
                 TransportKind::StreamableHttp,

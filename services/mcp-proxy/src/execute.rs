@@ -28,12 +28,13 @@ use tokio_util::sync::CancellationToken;
 use toolplane_core::ErrorClass;
 use toolplane_core::id::{Provider, ToolId};
 
+use crate::causes;
 use crate::connection::TransportKind;
 use crate::error::{
-    MCP_CONNECTION_LOST, MCP_MALFORMED_RESPONSE, MCP_PERMISSION_OFF, MCP_PROTOCOL_ERROR,
-    MCP_RESPONSE_TOO_LARGE, MCP_SERVER_BUSY, MCP_SERVER_NOT_FOUND, MCP_SERVER_PAUSED,
-    MCP_TOOL_ERROR, MCP_TOOL_NOT_FOUND, MCP_TOOL_UNUSABLE, ProxyCode, ProxyError, TOOL_CANCELLED,
-    TOOL_INVALID_ARGUMENTS, TOOL_INVALID_ID, TOOL_TIMEOUT,
+    MCP_CONNECTION_FAILED, MCP_CONNECTION_LOST, MCP_MALFORMED_RESPONSE, MCP_PERMISSION_OFF,
+    MCP_PROTOCOL_ERROR, MCP_RESPONSE_TOO_LARGE, MCP_SERVER_BUSY, MCP_SERVER_NOT_FOUND,
+    MCP_SERVER_PAUSED, MCP_TOOL_ERROR, MCP_TOOL_NOT_FOUND, MCP_TOOL_UNUSABLE, ProxyCode,
+    ProxyError, TOOL_CANCELLED, TOOL_INVALID_ARGUMENTS, TOOL_INVALID_ID, TOOL_TIMEOUT,
 };
 use crate::projection::project;
 use crate::proxy::{McpProxy, Server};
@@ -324,7 +325,8 @@ impl McpProxy {
                 return Ok(failure(
                     MCP_CONNECTION_LOST,
                     format!(
-                        "the call could not be handed to the connection: {e}; {}",
+                        "the call could not be handed to the connection: {}; {}",
+                        causes::service_error(&e),
                         conn.death_reason()
                     ),
                     Outcome::NotSent,
@@ -419,18 +421,29 @@ impl McpProxy {
                 out
             }
             Err(ServiceError::TransportSend(e)) => {
-                // A stdio write that failed never reached a live process; over HTTP the server
-                // may have read the request before the exchange failed.
-                let outcome = if conn.kind == TransportKind::Stdio {
-                    Outcome::NotSent
+                // rmcp's own text names the transport's Rust type; the causes say what happened.
+                let why = causes::with_causes(&*e.error);
+                if causes::refused(&*e.error) {
+                    // No connection was made, so nothing reached the server.
+                    failure(
+                        MCP_CONNECTION_FAILED,
+                        format!("the mcp server could not be reached: {why}"),
+                        Outcome::NotSent,
+                    )
                 } else {
-                    Outcome::Unknown
-                };
-                failure(
-                    MCP_CONNECTION_LOST,
-                    format!("sending the call failed: {e}"),
-                    outcome,
-                )
+                    // A stdio write that failed never reached a live process; over HTTP the
+                    // server may have read the request before the exchange failed.
+                    let outcome = if conn.kind == TransportKind::Stdio {
+                        Outcome::NotSent
+                    } else {
+                        Outcome::Unknown
+                    };
+                    failure(
+                        MCP_CONNECTION_LOST,
+                        format!("sending the call failed: {why}"),
+                        outcome,
+                    )
+                }
             }
             Err(e) => match conn.violation() {
                 Some(Violation::Malformed(why)) => failure(

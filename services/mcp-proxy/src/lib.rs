@@ -14,6 +14,7 @@
 //! (the binary's settings), [`error`] (the code table).
 
 pub mod catalog;
+mod causes;
 pub mod config;
 pub mod connection;
 pub mod convert;

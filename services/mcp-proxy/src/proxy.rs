@@ -704,10 +704,14 @@ impl McpProxy {
         let failure = match listed {
             Ok(Ok(())) => None,
             Ok(Err(e)) if !conn.is_alive() => Some(format!(
-                "listing tools failed: {e}; {}",
+                "listing tools failed: {}; {}",
+                crate::causes::service_error(&e),
                 conn.death_reason()
             )),
-            Ok(Err(e)) => Some(format!("listing tools failed: {e}")),
+            Ok(Err(e)) => Some(format!(
+                "listing tools failed: {}",
+                crate::causes::service_error(&e)
+            )),
             Err(_) => Some(format!(
                 "listing tools took longer than {} ms",
                 limits.call_timeout.as_millis()

@@ -148,6 +148,36 @@ async fn server_everything_over_streamable_http() {
         .call(&tool_id(&server, "get-sum"), r#"{"a":1,"b":2}"#)
         .await;
     assert_eq!(result(&r).content, "The sum of 1 and 2 is 3.");
+
+    // The server goes away: a call that cannot connect was not sent, and says why in words.
+    drop(http_server);
+    let r = h
+        .call(&tool_id(&server, "echo"), r#"{"message":"anyone?"}"#)
+        .await;
+    assert_error(&r, "mcp.connection_failed", pb::ExecutionOutcome::NotSent);
+    let content = &result(&r).content;
+    assert!(content.contains("Connection refused"), "{content}");
+    assert!(!content.contains("rmcp::"), "{content}");
+
+    // Registering a server nobody serves: connection failed, and the reason is in words.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/mcp", listener.local_addr().unwrap())
+    };
+    let up = h
+        .upsert(pb::UpsertServerRequest {
+            display_name: "nobody".into(),
+            transport: Some(http(&closed)),
+            ..Default::default()
+        })
+        .await;
+    let nobody = up.server.unwrap();
+    assert_eq!(nobody.connection, pb::McpConnectionStatus::Failed as i32);
+    assert!(
+        nobody.last_error.contains("Connection refused") && !nobody.last_error.contains("rmcp::"),
+        "{}",
+        nobody.last_error
+    );
     h.stop().await;
 }
 

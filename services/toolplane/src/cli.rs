@@ -325,6 +325,9 @@ pub enum RunCommand {
         #[arg(long, default_value_t = 20)]
         limit: u32,
     },
+    /// Print a file or audit object of a run: a path `toolplane events` shows (`tool-results/…`),
+    /// or a workspace file such as `output/main.md`.
+    Cat { run_id: String, path: String },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

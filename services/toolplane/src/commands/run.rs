@@ -1,4 +1,4 @@
-//! `toolplane run start|watch|get|cancel|ls` and `toolplane events`: runtime-driven runs started
+//! `toolplane run start|watch|get|cancel|ls|cat` and `toolplane events`: runtime-driven runs started
 //! from the command line (a model endpoint from flags or `OPENAI_*`, or a script file), followed
 //! through `WatchRun` as a timeline, and inspected afterwards. A followed run that ends other than
 //! completed is a non-zero exit with the run's own failure code on one line.
@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 use toolplane_proto::v1 as pb;
 use toolplane_proto::v1::runtime_service_client::RuntimeServiceClient;
+use toolplane_proto::v1::workspace_service_client::WorkspaceServiceClient;
 
 use crate::cli::{EventsArgs, Provider, RunCommand, RunStartArgs};
 use crate::client::{Conn, Endpoints, MAX_MESSAGE_BYTES};
@@ -36,6 +37,9 @@ pub async fn run(command: RunCommand, eps: &Endpoints, out: Out) -> Result<u8, C
         RunCommand::Start(args) => Some(run_spec(args, eps)?),
         _ => None,
     };
+    if let RunCommand::Cat { run_id, path } = &command {
+        return cat(eps, run_id, path, out).await;
+    }
     let conn = Conn::connect("runtime", &eps.runtime).await?;
     let mut rt = runtime_client(&conn);
     match command {
@@ -107,6 +111,7 @@ pub async fn run(command: RunCommand, eps: &Endpoints, out: Out) -> Result<u8, C
             }
             Ok(0)
         }
+        RunCommand::Cat { .. } => Ok(0),
         RunCommand::Ls { limit } => {
             let runs = rt
                 .list_runs(pb::ListRunsRequest {
@@ -474,6 +479,54 @@ fn describe_run(r: &pb::Run) -> String {
         ));
     }
     lines.join("\n")
+}
+
+/// `toolplane run cat`: one file or audit object of a run, from the workspace service. Text as it
+/// is (with a final newline if it has none); other bytes as they are; `--json` gives the text with
+/// its path and size, and refuses bytes that are not UTF-8.
+async fn cat(eps: &Endpoints, run_id: &str, path: &str, out: Out) -> Result<u8, CliError> {
+    let conn = Conn::connect("workspace service", &eps.workspace).await?;
+    let object = WorkspaceServiceClient::new(conn.channel.clone())
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .get_object(pb::GetObjectRequest {
+            run_id: run_id.to_owned(),
+            path: path.to_owned(),
+            cell_id: eps.cell.clone(),
+        })
+        .await
+        .map_err(|s| conn.err(s))?
+        .into_inner();
+    let text = std::str::from_utf8(&object.content).ok();
+    if out.json {
+        let Some(text) = text else {
+            return Err(CliError::InvalidInput(format!(
+                "{path} holds {} bytes that are not UTF-8 text; read it without --json",
+                object.content.len()
+            )));
+        };
+        return out
+            .json(&json!({
+                "runId": run_id,
+                "path": path,
+                "size": object.content.len(),
+                "contentType": object.content_type,
+                "sha256": object.sha256,
+                "content": text,
+            }))
+            .map(|()| 0);
+    }
+    let mut stdout = std::io::stdout().lock();
+    let written = std::io::Write::write_all(&mut stdout, &object.content).and_then(|()| {
+        if text.is_some() && !object.content.is_empty() && !object.content.ends_with(b"\n") {
+            std::io::Write::write_all(&mut stdout, b"\n")?;
+        }
+        std::io::Write::flush(&mut stdout)
+    });
+    match written {
+        Ok(()) => Ok(0),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
+        Err(e) => Err(CliError::Io(format!("writing to stdout: {e}"))),
+    }
 }
 
 #[cfg(test)]
