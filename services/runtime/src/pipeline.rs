@@ -569,6 +569,14 @@ async fn dispatch(
     args: &Map<String, Value>,
 ) -> Result<Dispatched, RuntimeError> {
     let timeout = rt.cfg.executor_timeout;
+    // A cancelled run starts no more calls; the rest of its turn is answered as not sent.
+    if inv.run.is_cancelled() {
+        return Ok(cancelled(
+            call,
+            "the run was cancelled before the call was sent",
+            Outcome::NotSent,
+        ));
+    }
     match &binding.executor {
         Executor::RuntimeControl => control::execute(rt, inv, inner, call, args).await,
         Executor::SubAgent { profile_id } => {
@@ -588,21 +596,36 @@ async fn dispatch(
         Executor::McpProxy { .. } | Executor::External { .. } => {
             let mut req = execute_request(inv, inner, call, timeout);
             req.get_mut().timeout_ms = Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
-            let response = match &binding.executor {
-                Executor::External { endpoint, .. } => {
-                    let mut client = rt.peers.external_executor(endpoint)?;
-                    tokio::time::timeout(
-                        timeout + std::time::Duration::from_secs(1),
-                        client.execute(req),
-                    )
-                    .await
-                }
-                _ => {
-                    tokio::time::timeout(
+            let sent = async {
+                match &binding.executor {
+                    Executor::External { endpoint, .. } => {
+                        let mut client = rt.peers.external_executor(endpoint)?;
+                        Ok::<_, RuntimeError>(
+                            tokio::time::timeout(
+                                timeout + std::time::Duration::from_secs(1),
+                                client.execute(req),
+                            )
+                            .await,
+                        )
+                    }
+                    _ => Ok(tokio::time::timeout(
                         timeout + std::time::Duration::from_secs(1),
                         rt.peers.mcp_executor().execute(req),
                     )
-                    .await
+                    .await),
+                }
+            };
+            // A cancel of the run drops the request: the mcp-proxy (or the host) sees its caller
+            // go and tells the server to stop (`notifications/cancelled`), and the call is
+            // answered and journalled as cancelled before the run ends.
+            let response = tokio::select! {
+                r = sent => r?,
+                () = run_cancelled(&inv.run) => {
+                    return Ok(cancelled(
+                        call,
+                        "the run was cancelled while the call ran; the tool's host was told to stop, and whether the call took effect is unknown",
+                        Outcome::Unknown,
+                    ));
                 }
             };
             match response {
@@ -654,6 +677,29 @@ async fn dispatch(
             }
         }
     }
+}
+
+/// A call answered as cancelled with the run.
+fn cancelled(call: &ToolInvocation, message: &str, outcome: Outcome) -> Dispatched {
+    Dispatched {
+        result: AgentToolResult::error(call, codes::TOOL_CANCELLED, message.to_owned()),
+        outcome,
+        raw: None,
+        effect: Effect::None,
+        objects: Vec::new(),
+        events: Vec::new(),
+    }
+}
+
+/// Resolves once the run is cancelled (at once if it already is).
+async fn run_cancelled(run: &crate::state::Run) {
+    let notified = run.cancel_notify.notified();
+    tokio::pin!(notified);
+    notified.as_mut().enable();
+    if run.is_cancelled() {
+        return;
+    }
+    notified.await;
 }
 
 fn from_response(

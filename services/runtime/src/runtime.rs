@@ -33,6 +33,10 @@ use crate::state::{
     turn_id,
 };
 
+/// How long a cancel waits for a turn in flight to journal its calls before the run ends anyway.
+/// A cancelled tool call answers at once; this bounds a turn stuck elsewhere.
+const CANCEL_TURN_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// What opening an invocation produced.
 #[derive(Debug)]
 pub struct Opened {
@@ -1255,13 +1259,27 @@ impl Runtime {
             },
             retryable: true,
         };
-        // Delegated tasks wind down first, so their records land before the run's end; then the
-        // run ends (claiming its one end) and only then is the loop woken: a loop that stops
-        // because of the cancel finds the run already ended as cancelled, not failed.
-        crate::agents::cancel_and_wait(run, None).await;
-        let ended = self.end_run(run, RunStatus::Cancelled, Some(failure)).await;
+        // The cancel reaches everything first: tool calls in flight are dropped (their hosts told
+        // to stop) and answered as cancelled, loops stop at their next step, delegated tasks wind
+        // down. Their records land before the run's end: the turns in flight are waited for
+        // (each holds its invocation's lock), and only then does the run end. A loop stopped by
+        // the cancel leaves the end to this call, so the run ends as cancelled, not failed.
         run.cancel();
-        ended
+        crate::agents::cancel_and_wait(run, None).await;
+        let open: Vec<Arc<Invocation>> = lock(&self.invocations)
+            .values()
+            .filter(|i| i.run.id == run.id)
+            .cloned()
+            .collect();
+        for inv in open {
+            if tokio::time::timeout(CANCEL_TURN_WAIT, inv.inner.lock())
+                .await
+                .is_err()
+            {
+                tracing::warn!(invocation = %inv.id, "a turn still ran when its run was cancelled; its calls may be missing from the journal");
+            }
+        }
+        self.end_run(run, RunStatus::Cancelled, Some(failure)).await
     }
 
     /// Closes host-driven invocations that saw no request for the idle timeout.

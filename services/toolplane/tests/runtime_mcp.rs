@@ -428,3 +428,120 @@ async fn an_external_host_that_is_down_gives_a_recoverable_result() {
     );
     h.plane.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_run_stops_its_mcp_call_and_journals_it_before_the_run_ends() {
+    let mut h = harness().await;
+    let cancel_log = tempfile::NamedTempFile::new().unwrap();
+    let fixture = toolplane_testkit::mcp_fixture::fixture_binary().unwrap();
+    let mut transport = stdio(&fixture.to_string_lossy(), &[]);
+    if let Some(pb::mcp_transport::Kind::Stdio(s)) = transport.kind.as_mut() {
+        s.env.insert(
+            toolplane_testkit::mcp_fixture::env::CANCEL_LOG.into(),
+            cancel_log.path().to_string_lossy().into_owned(),
+        );
+    }
+    register(&mut h, "fixture", transport).await;
+    refresh_catalog(&h).await;
+    h.put_profile(
+        json!({"id": "slow", "tools": {"allow": ["builtin:workspace.*", "mcp:fixture/slow"]}}),
+    )
+    .await;
+    // A call that would take 20 s, then a finish that must never run.
+    let call = |name: &str, args: Value| json!({"function": {"name": name, "arguments": args}});
+    let script = json!({"turns": [
+        {"tool_calls": [call("mcp__fixture__slow", json!({"ms": 20000})), call("workspace_finish", json!({}))]}
+    ]});
+    let run = h
+        .runtime
+        .start_run(pb::StartRunRequest {
+            spec: Some(pb::RunSpec {
+                profile_id: "slow".into(),
+                model: Some(pb::ModelEndpoint {
+                    kind: pb::ModelEndpointKind::Scripted as i32,
+                    script_json: Some(script.to_string()),
+                    ..Default::default()
+                }),
+                initial_user_message: "Wait for the slow tool.".into(),
+                mode: pb::RunMode::Background as i32,
+                chat: Some(pb::ChatBinding {
+                    chat_id: "chat-cancel".into(),
+                    message_id: None,
+                }),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .run
+        .unwrap()
+        .run_id;
+    // The model has answered: the slow call is being made.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !types(&h.journal(&run).await).contains(&"model_completed".to_owned()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the model never answered"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+
+    let began = std::time::Instant::now();
+    let cancelled = h
+        .runtime
+        .cancel_run(pb::CancelRunRequest {
+            run_id: run.clone(),
+            reason: "user pressed stop".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .run
+        .unwrap();
+    assert_eq!(cancelled.status, pb::RunStatus::Cancelled as i32);
+    assert!(
+        began.elapsed() < std::time::Duration::from_secs(5),
+        "the cancel waited for the tool: {:?}",
+        began.elapsed()
+    );
+
+    // Both calls are in the journal, before the run's end: the slow one cancelled (it was sent,
+    // so its outcome is unknown), the finish after it never sent.
+    let journal = h.journal(&run).await;
+    let kinds = types(&journal);
+    let failed: Vec<Value> = journal
+        .iter()
+        .filter(|e| e.r#type == "tool_call_failed")
+        .map(payload)
+        .collect();
+    assert_eq!(failed.len(), 2, "{kinds:?}");
+    assert_eq!(failed[0]["errorCode"], "tool.cancelled");
+    assert_eq!(failed[0]["outcome"], "unknown");
+    assert_eq!(failed[1]["errorCode"], "tool.cancelled");
+    assert_eq!(failed[1]["outcome"], "not_sent");
+    let last_call = kinds.iter().rposition(|k| k == "tool_call_failed").unwrap();
+    let end = kinds.iter().position(|k| k == "run_cancelled").unwrap();
+    assert!(last_call < end, "{kinds:?}");
+    assert!(!kinds.contains(&"run_completed".to_owned()), "{kinds:?}");
+    // Its audit objects are stored.
+    let result_path = failed[0]["resultPath"].as_str().unwrap();
+    let result: Value =
+        serde_json::from_slice(&h.object(&run, result_path).await.unwrap()).unwrap();
+    assert_eq!(result["result"]["errorCode"], "tool.cancelled");
+
+    // The MCP server was told to stop.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_to_string(cancel_log.path())
+        .unwrap_or_default()
+        .contains("cancelled slow")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server never saw the cancel"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    h.plane.shutdown().await;
+}
