@@ -377,6 +377,35 @@ fn profiles_tools_and_mcp_servers_are_administered_from_the_command_line() {
             && lines[call + 1].contains("result tool-results/"),
         "{events}"
     );
+    // The audit objects it names, and the run's files, read back with `run cat`.
+    let result_path = lines[call + 1]
+        .split_whitespace()
+        .skip_while(|w| *w != "result")
+        .nth(1)
+        .unwrap();
+    let result = up.cli(&["run", "cat", &run_id, result_path]).ok();
+    let result: Value = serde_json::from_str(&result.stdout).unwrap();
+    assert_eq!(
+        result["result"]["errorCode"], "workspace.file_not_found",
+        "{result}"
+    );
+    assert_eq!(
+        up.cli(&["run", "cat", &run_id, "output/main.md"])
+            .ok()
+            .stdout,
+        "one two three\n"
+    );
+    let file = up
+        .cli(&["run", "cat", &run_id, "output/main.md", "--json"])
+        .ok()
+        .json();
+    assert_eq!(
+        (file["content"].as_str(), file["size"].as_u64()),
+        (Some("one two three\n"), Some(14))
+    );
+    up.cli(&["run", "cat", &run_id, "output/missing.md"])
+        .one_line_error(2, "workspace.not_found");
+
     let as_json = up.cli(&["events", &run_id, "--json"]).ok().json();
     let kinds: Vec<&str> = as_json
         .as_array()
