@@ -340,9 +340,9 @@ impl ToolTurnContract {
         ))
     }
 
-    /// The advertised alias a mistyped name most likely meant: the same name up to case and `-`
-    /// against `_` (`get_sum` for `get-sum`), else the only one within two edits. The error path
-    /// only.
+    /// The advertised alias a mistyped name most likely meant: the only one that is the same name
+    /// up to case and `-` against `_` (`get_sum` for `get-sum`), else the only one within two edits
+    /// (one for names under six characters, none under three). The error path only.
     fn closest_alias(&self, name: &str) -> Option<&str> {
         if name.len() > 2 * MAX_ALIAS_LEN {
             return None;
@@ -350,12 +350,18 @@ impl ToolTurnContract {
         let fold = |s: &str| s.to_ascii_lowercase().replace('-', "_");
         let folded = fold(name);
         let aliases = || self.tools.iter().map(|t| t.alias.as_str());
-        if let Some(a) = aliases().find(|a| fold(a) == folded) {
-            return Some(a);
-        }
-        let mut near = aliases().filter(|a| edit_distance(&fold(a), &folded) <= 2);
-        match (near.next(), near.next()) {
-            (Some(a), None) => Some(a),
+        let same: Vec<&str> = aliases().filter(|a| fold(a) == folded).collect();
+        let candidates: Vec<&str> = if same.is_empty() {
+            // Two edits on a short name would suggest almost anything.
+            let max = (folded.len() / 3).min(2);
+            aliases()
+                .filter(|a| edit_distance(&fold(a), &folded) <= max)
+                .collect()
+        } else {
+            same
+        };
+        match candidates.as_slice() {
+            [only] => Some(only),
             _ => None,
         }
     }

@@ -895,9 +895,19 @@ impl McpProxy {
                         () = server.removed.cancelled() => return,
                         () = proxy.inner.shutdown.cancelled() => return,
                         () = conn.dead.cancelled() => {
-                            let reason = conn.death_reason();
-                            tracing::warn!(server_id = %server.registration().server_id, reason = %reason, "mcp server connection lost");
-                            server.set_health(ConnStatus::Disconnected, Some(reason));
+                            // Pausing and re-registering take the connection out before they
+                            // close it: only one still held died on its own.
+                            let held = server
+                                .conn
+                                .lock()
+                                .await
+                                .as_ref()
+                                .is_some_and(|c| Arc::ptr_eq(c, &conn));
+                            if held {
+                                let reason = conn.death_reason();
+                                tracing::warn!(server_id = %server.registration().server_id, reason = %reason, "mcp server connection lost");
+                                server.set_health(ConnStatus::Disconnected, Some(reason));
+                            }
                         }
                         () = &mut notified => {}
                     }

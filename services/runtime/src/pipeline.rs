@@ -364,7 +364,8 @@ pub async fn run_turn(
             break;
         }
     }
-    if out.terminal.is_none() {
+    // A cancelled run publishes nothing more.
+    if out.terminal.is_none() && !inv.run.is_cancelled() {
         auto_publish(rt, inv, inner, last_mutation).await?;
     }
     Ok(out)

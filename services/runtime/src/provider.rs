@@ -80,7 +80,7 @@ impl Endpoint {
             if e.base_url.is_empty() {
                 return Err("the model endpoint needs a base_url".into());
             }
-            check_base_url(&e.base_url)?;
+            check_base_url(e.base_url.trim())?;
         }
         let api_key = match &e.api_key_env {
             Some(var) if !var.is_empty() => Some(std::env::var(var).map_err(|_| {
@@ -90,7 +90,7 @@ impl Endpoint {
         };
         Ok(Endpoint {
             kind,
-            base_url: e.base_url.trim_end_matches('/').to_owned(),
+            base_url: e.base_url.trim().trim_end_matches('/').to_owned(),
             model: e.model.clone(),
             api_key,
             timeout: if e.timeout_ms == 0 {
@@ -128,7 +128,7 @@ impl Endpoint {
         if e.kind != ModelKind::Scripted
             && let Some(url) = &e.base_url
         {
-            check_base_url(url)?;
+            check_base_url(url.trim())?;
         }
         let api_key = match &e.api_key_env {
             Some(var) => Some(std::env::var(var).map_err(|_| {
@@ -140,8 +140,9 @@ impl Endpoint {
             kind: e.kind,
             base_url: e
                 .base_url
-                .clone()
+                .as_deref()
                 .unwrap_or_default()
+                .trim()
                 .trim_end_matches('/')
                 .to_owned(),
             model: e.model.clone().unwrap_or_default(),
@@ -164,21 +165,24 @@ impl Endpoint {
 /// (the `tls` feature; release images have it). Refused at the start of the run, with the fix,
 /// rather than failing every attempt of its first model call.
 fn check_base_url(url: &str) -> Result<(), String> {
-    let lower = url.trim().to_ascii_lowercase();
-    if lower.starts_with("https://") {
-        if cfg!(feature = "tls") {
-            return Ok(());
-        }
+    let parsed = reqwest::Url::parse(url).map_err(|e| {
+        format!("the model endpoint's base_url `{url}` is not a URL ({e}); it looks like http://host:port/v1")
+    })?;
+    if parsed.host_str().is_none_or(str::is_empty) {
         return Err(format!(
-            "the model endpoint {url} is https, and this runtime was built without TLS: build it with `--features tls` (release images have it), or use a plain-http endpoint"
+            "the model endpoint's base_url `{url}` names no host"
         ));
     }
-    if lower.starts_with("http://") {
-        return Ok(());
+    match parsed.scheme() {
+        "http" => Ok(()),
+        "https" if cfg!(feature = "tls") => Ok(()),
+        "https" => Err(format!(
+            "the model endpoint {url} is https, and this runtime was built without TLS: build it with `--features tls` (release images have it), or use a plain-http endpoint"
+        )),
+        _ => Err(format!(
+            "the model endpoint's base_url `{url}` must start with http:// or https://"
+        )),
     }
-    Err(format!(
-        "the model endpoint's base_url `{url}` must start with http:// or https://"
-    ))
 }
 
 /// A script: `{"turns": [<assistant message>, …]}` or a bare array of turns. Each turn is an OpenAI
@@ -435,8 +439,14 @@ mod tests {
     #[test]
     fn base_urls_need_a_scheme_this_build_speaks() {
         assert!(check_base_url("http://127.0.0.1:11434/v1").is_ok());
-        let missing = check_base_url("localhost:11434/v1").unwrap_err();
-        assert!(missing.contains("must start with http://"), "{missing}");
+        for bad in [
+            "localhost:11434/v1",
+            "ftp://host/v1",
+            "http://",
+            "not a url",
+        ] {
+            assert!(check_base_url(bad).is_err(), "{bad}");
+        }
         let https = check_base_url("https://api.openai.com/v1");
         if cfg!(feature = "tls") {
             assert!(https.is_ok());

@@ -724,6 +724,12 @@ impl Runtime {
             return self.calls_after_handoff(inv, &inner, format, calls).await;
         }
         pipeline::ensure_open(&inner, &inv.id)?;
+        if inv.run.is_cancelled() {
+            return Err(RuntimeError::new(
+                codes::RUNTIME_INVOCATION_NOT_OPEN,
+                format!("the run of invocation {} was cancelled", inv.id),
+            ));
+        }
         let current = turn_id(&inv.id, inner.round);
         if turn != current {
             let e = RuntimeError::new(
@@ -1044,7 +1050,11 @@ impl Runtime {
         self.end_invocation(inv, inner, InvocationStatus::Failed, Some(failure.clone()))
             .await?;
         let record = inv.run.snapshot();
-        if record.active_invocation_id == inv.id && inv.driver == Driver::Host {
+        // A cancelled run is ended by the cancel, as cancelled.
+        if record.active_invocation_id == inv.id
+            && inv.driver == Driver::Host
+            && !inv.run.is_cancelled()
+        {
             let status = if record.committed {
                 RunStatus::PartialSuccess
             } else {
@@ -1234,7 +1244,11 @@ impl Runtime {
 
     /// Cooperative cancel: the loop and open invocations stop at their next step; executors see the
     /// cancelled run through their deadlines.
-    pub async fn cancel_run(&self, run: &Arc<Run>, reason: &str) -> Result<(), RuntimeError> {
+    pub async fn cancel_run(
+        self: &Arc<Self>,
+        run: &Arc<Run>,
+        reason: &str,
+    ) -> Result<(), RuntimeError> {
         let record = run.snapshot();
         if record.status.is_terminal() {
             return Ok(());
@@ -1265,21 +1279,35 @@ impl Runtime {
         // (each holds its invocation's lock), and only then does the run end. A loop stopped by
         // the cancel leaves the end to this call, so the run ends as cancelled, not failed.
         run.cancel();
-        crate::agents::cancel_and_wait(run, None).await;
         let open: Vec<Arc<Invocation>> = lock(&self.invocations)
             .values()
             .filter(|i| i.run.id == run.id)
             .cloned()
             .collect();
-        for inv in open {
-            if tokio::time::timeout(CANCEL_TURN_WAIT, inv.inner.lock())
-                .await
-                .is_err()
-            {
-                tracing::warn!(invocation = %inv.id, "a turn still ran when its run was cancelled; its calls may be missing from the journal");
+        // On a task of its own: a caller that stops waiting (a dropped request, a deadline) must
+        // not leave a run cancelled but never ended.
+        let rt = Arc::clone(self);
+        let ending = Arc::clone(run);
+        let ended = tokio::spawn(async move {
+            crate::agents::cancel_and_wait(&ending, None).await;
+            let deadline = tokio::time::Instant::now() + CANCEL_TURN_WAIT;
+            for inv in open {
+                if tokio::time::timeout_at(deadline, inv.inner.lock())
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!(invocation = %inv.id, "a turn still ran when its run was cancelled; its calls may be missing from the journal");
+                }
             }
-        }
-        self.end_run(run, RunStatus::Cancelled, Some(failure)).await
+            rt.end_run(&ending, RunStatus::Cancelled, Some(failure))
+                .await
+        });
+        ended.await.map_err(|e| {
+            RuntimeError::new(
+                codes::RUNTIME_INTERRUPTED,
+                format!("ending the cancelled run stopped: {e}"),
+            )
+        })?
     }
 
     /// Closes host-driven invocations that saw no request for the idle timeout.

@@ -545,3 +545,85 @@ async fn cancelling_a_run_stops_its_mcp_call_and_journals_it_before_the_run_ends
     }
     h.plane.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_host_driven_run_answers_its_call_in_flight_and_refuses_new_ones() {
+    let mut h = harness().await;
+    let fixture = toolplane_testkit::mcp_fixture::fixture_binary().unwrap();
+    register(&mut h, "fixture", stdio(&fixture.to_string_lossy(), &[])).await;
+    refresh_catalog(&h).await;
+    h.put_profile(
+        json!({"id": "slow", "tools": {"allow": ["builtin:workspace.*", "mcp:fixture/slow"]}}),
+    )
+    .await;
+    let run = h.create_run("slow", false).await;
+    let inv = h.open(&run, OPENAI).await;
+    let id = inv.invocation_id.clone();
+    let turn = inv.first_turn.unwrap().turn_id;
+
+    // The host's turn: a 20 s call, then a finish that must not run.
+    let mut host = h.runtime.clone();
+    let calls = openai_calls(&[
+        ("c1", "mcp__fixture__slow", json!({"ms": 20000})),
+        ("c2", "workspace_finish", json!({})),
+    ]);
+    let (in_flight_id, in_flight_turn) = (id.clone(), turn.clone());
+    let in_flight = tokio::spawn(async move {
+        host.execute_tool_calls(pb::ExecuteToolCallsRequest {
+            invocation_id: in_flight_id,
+            turn_id: in_flight_turn,
+            provider_format: OPENAI as i32,
+            calls_json: calls.to_string(),
+            ..Default::default()
+        })
+        .await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let began = std::time::Instant::now();
+    let cancelled = h
+        .runtime
+        .cancel_run(pb::CancelRunRequest {
+            run_id: run.clone(),
+            reason: "host stopped".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .run
+        .unwrap();
+    assert_eq!(cancelled.status, pb::RunStatus::Cancelled as i32);
+    assert!(began.elapsed() < std::time::Duration::from_secs(5));
+
+    // The host's request is answered: the slow call cancelled, the finish not sent.
+    let answered = in_flight.await.unwrap().unwrap().into_inner();
+    let codes: Vec<&str> = answered
+        .results
+        .iter()
+        .map(|r| r.error_code.as_deref().unwrap_or(""))
+        .collect();
+    assert_eq!(codes, ["tool.cancelled", "tool.cancelled"], "{answered:?}");
+    // A new turn on the cancelled run is refused.
+    let again = h
+        .execute(
+            &id,
+            &turn,
+            OPENAI,
+            openai_calls(&[("c3", "workspace_list_files", json!({}))]),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(again.code(), tonic::Code::FailedPrecondition, "{again:?}");
+    let kinds = types(&h.journal(&run).await);
+    assert!(!kinds.contains(&"run_completed".to_owned()), "{kinds:?}");
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "tool_call_failed").count(),
+        2,
+        "{kinds:?}"
+    );
+    assert_eq!(
+        kinds.last().map(String::as_str),
+        Some("run_cancelled"),
+        "{kinds:?}"
+    );
+    h.plane.shutdown().await;
+}
