@@ -1144,6 +1144,21 @@ pub async fn handoff(
     if let Err((code, why)) = check_target(&inner.profile, &target, Purpose::Handoff) {
         return Ok(refused(call, code, why));
     }
+    // A runtime-driven run goes on on the target's own model endpoint: one it could not use is
+    // refused here, so the model can choose again, rather than the run going on on this agent's.
+    if inv.driver == Driver::Runtime
+        && let Some(m) = &target.model
+        && let Err(why) = Endpoint::from_profile(m, rt.cfg.model_timeout, rt.cfg.model_max_retries)
+    {
+        return Ok(refused(
+            call,
+            AGENT_UNAVAILABLE,
+            format!(
+                "`{}` cannot take the run: its model endpoint is unusable: {why}",
+                target.id
+            ),
+        ));
+    }
     let depth = depth_of(&inner.snapshot.exit_policy) + 1;
     if depth > target.delegation.max_handoff_depth {
         return Ok(refused(

@@ -772,6 +772,79 @@ async fn a_runtime_driven_run_follows_a_handoff_onto_the_targets_own_model() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handoff_to_an_agent_whose_model_is_unusable_is_refused_and_the_run_goes_on() {
+    let mut h = harness().await;
+    h.put_profile(json!({
+        "id": "broken",
+        "tools": {"allow": ["builtin:workspace.*"]},
+        "delegation": {"callable": true, "allowAsHandoffTarget": true},
+        "model": {"kind": "scripted", "script": "/nonexistent/closer.json"}
+    }))
+    .await;
+    h.put_profile(lead("opener", &[])).await;
+    let model = spawn_model_server(vec![
+        ScriptedReply::tool_calls(
+            1,
+            &[(
+                "agent_handoff",
+                json!({"agentId": "broken", "brief": "Close the run."}),
+            )],
+        ),
+        ScriptedReply::tool_calls(
+            2,
+            &[(
+                "workspace_write_file",
+                json!({"path": "output/main.md", "content": "Closed by the opener.\n"}),
+            )],
+        ),
+        ScriptedReply::tool_calls(
+            3,
+            &[
+                ("workspace_commit", json!({})),
+                ("workspace_finish", json!({"summary": "done"})),
+            ],
+        ),
+    ])
+    .await
+    .unwrap();
+    let run = start_on(
+        &mut h,
+        "opener",
+        &model.base_url(),
+        "Get this done.",
+        "chat-broken",
+    )
+    .await;
+    let done = h.wait_terminal(&run).await;
+    assert_eq!(
+        done.status,
+        pb::RunStatus::Completed as i32,
+        "{:?}",
+        done.failure
+    );
+    // The model was told why, and the run stayed with the opener.
+    let refused = h
+        .journal(&run)
+        .await
+        .iter()
+        .filter(|e| e.r#type == "tool_call_failed")
+        .map(payload)
+        .next()
+        .unwrap();
+    assert_eq!(refused["errorCode"], "agent.unavailable", "{refused}");
+    let result: Value = serde_json::from_slice(
+        &h.object(&run, refused["resultPath"].as_str().unwrap())
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let content = result["result"]["content"].as_str().unwrap();
+    assert!(content.contains("model endpoint is unusable"), "{content}");
+    assert_eq!(invocations(&mut h, &run).await.len(), 1);
+    h.plane.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_a_run_cancels_its_running_children_before_the_run_ends() {
     let mut h = harness().await;
     let dir = h.dir.path().to_path_buf();
