@@ -1152,7 +1152,7 @@ pub async fn handoff(
     {
         return Ok(refused(
             call,
-            AGENT_UNAVAILABLE,
+            AGENT_NO_MODEL,
             format!(
                 "`{}` cannot take the run: its model endpoint is unusable: {why}",
                 target.id

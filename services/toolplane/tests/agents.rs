@@ -831,7 +831,7 @@ async fn a_handoff_to_an_agent_whose_model_is_unusable_is_refused_and_the_run_go
         .map(payload)
         .next()
         .unwrap();
-    assert_eq!(refused["errorCode"], "agent.unavailable", "{refused}");
+    assert_eq!(refused["errorCode"], "agent.no_model", "{refused}");
     let result: Value = serde_json::from_slice(
         &h.object(&run, refused["resultPath"].as_str().unwrap())
             .await
