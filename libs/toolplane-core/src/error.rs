@@ -244,6 +244,34 @@ impl CoreError {
     }
 }
 
+/// An error and its causes, `error: cause: root cause`, for messages a person reads: clients such
+/// as an HTTP client say why ("Connection refused") only in their causes. A layer that repeats its
+/// cause's text is not repeated.
+pub fn with_causes(err: &(dyn std::error::Error + 'static)) -> String {
+    with_causes_by(err, |e| e.source())
+}
+
+/// [`with_causes`] with the step from an error to its cause given, for errors that hold a cause
+/// without naming it as their `source`.
+pub fn with_causes_by(
+    err: &(dyn std::error::Error + 'static),
+    cause_of: impl for<'a> Fn(
+        &'a (dyn std::error::Error + 'static),
+    ) -> Option<&'a (dyn std::error::Error + 'static)>,
+) -> String {
+    let mut text = err.to_string();
+    let mut source = cause_of(err);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause_of(cause);
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;

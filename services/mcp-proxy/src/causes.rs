@@ -5,20 +5,9 @@
 use rmcp::service::ClientInitializeError;
 use rmcp::transport::streamable_http_client::StreamableHttpError;
 
-/// An error and its causes, `error: cause: root cause` (a layer that repeats its cause's text is
-/// not repeated).
+/// An error and its causes, `error: cause: root cause`, through rmcp's HTTP client error too.
 pub fn with_causes(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = cause_of(err);
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause_of(cause);
-    }
-    text
+    toolplane_core::error::with_causes_by(err, cause_of)
 }
 
 /// Whether the failure was a refused connection: then no byte of the request left this process.

@@ -1095,6 +1095,9 @@ pub struct HandoffRequest {
     pub target: Profile,
     pub brief: String,
     pub depth: u32,
+    /// The target's own model endpoint, when a runtime-driven run hands off to an agent that has
+    /// one.
+    pub endpoint: Option<Endpoint>,
 }
 
 /// `agent.handoff`.
@@ -1144,21 +1147,27 @@ pub async fn handoff(
     if let Err((code, why)) = check_target(&inner.profile, &target, Purpose::Handoff) {
         return Ok(refused(call, code, why));
     }
-    // A runtime-driven run goes on on the target's own model endpoint: one it could not use is
-    // refused here, so the model can choose again, rather than the run going on on this agent's.
-    if inv.driver == Driver::Runtime
-        && let Some(m) = &target.model
-        && let Err(why) = Endpoint::from_profile(m, rt.cfg.model_timeout, rt.cfg.model_max_retries)
-    {
-        return Ok(refused(
-            call,
-            AGENT_NO_MODEL,
-            format!(
-                "`{}` cannot take the run: its model endpoint is unusable: {why}",
-                target.id
-            ),
-        ));
-    }
+    // A runtime-driven run goes on on the target's own model endpoint when it has one: resolved
+    // here, once, and one it could not use is refused, so the model can choose again, rather than
+    // the run going on on this agent's.
+    let endpoint = match (&target.model, inv.driver) {
+        (Some(m), Driver::Runtime) => {
+            match Endpoint::from_profile(m, rt.cfg.model_timeout, rt.cfg.model_max_retries) {
+                Ok(e) => Some(e),
+                Err(why) => {
+                    return Ok(refused(
+                        call,
+                        AGENT_NO_MODEL,
+                        format!(
+                            "`{}` cannot take the run: its model endpoint is unusable: {why}",
+                            target.id
+                        ),
+                    ));
+                }
+            }
+        }
+        _ => None,
+    };
     let depth = depth_of(&inner.snapshot.exit_policy) + 1;
     if depth > target.delegation.max_handoff_depth {
         return Ok(refused(
@@ -1183,6 +1192,7 @@ pub async fn handoff(
             target: target.clone(),
             brief: brief.to_owned(),
             depth,
+            endpoint,
         })),
     );
     d.events.push(

@@ -619,9 +619,10 @@ async fn dispatch(
             // A cancel of the run drops the request: the mcp-proxy (or the host) sees its caller
             // go and tells the server to stop (`notifications/cancelled`), and the call is
             // answered and journalled as cancelled before the run ends.
+            let stop = crate::agents::Stop::run(std::sync::Arc::clone(&inv.run));
             let response = tokio::select! {
                 r = sent => r?,
-                () = run_cancelled(&inv.run) => {
+                () = stop.wait() => {
                     return Ok(cancelled(
                         call,
                         "the run was cancelled while the call ran; the tool's host was told to stop, and whether the call took effect is unknown",
@@ -690,17 +691,6 @@ fn cancelled(call: &ToolInvocation, message: &str, outcome: Outcome) -> Dispatch
         objects: Vec::new(),
         events: Vec::new(),
     }
-}
-
-/// Resolves once the run is cancelled (at once if it already is).
-async fn run_cancelled(run: &crate::state::Run) {
-    let notified = run.cancel_notify.notified();
-    tokio::pin!(notified);
-    notified.as_mut().enable();
-    if run.is_cancelled() {
-        return;
-    }
-    notified.await;
 }
 
 fn from_response(

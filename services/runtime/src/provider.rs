@@ -11,6 +11,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
+use toolplane_core::error::with_causes;
 use toolplane_core::profile::{ModelEndpoint as ProfileEndpoint, ModelKind};
 use toolplane_model::ProviderFormat;
 use toolplane_proto::v1 as pb;
@@ -19,7 +20,7 @@ use toolplane_proto::v1 as pb;
 pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 
 /// A model endpoint, resolved from the run spec or the profile.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Endpoint {
     pub kind: ModelKind,
     pub base_url: String,
@@ -76,11 +77,12 @@ impl Endpoint {
             ModelKind::Scripted => Some(parse_script(e.script_json.as_deref().unwrap_or(""))?),
             _ => None,
         };
+        let base_url = e.base_url.trim().trim_end_matches('/');
         if kind != ModelKind::Scripted {
-            if e.base_url.is_empty() {
+            if base_url.is_empty() {
                 return Err("the model endpoint needs a base_url".into());
             }
-            check_base_url(e.base_url.trim())?;
+            check_base_url(base_url)?;
         }
         let api_key = match &e.api_key_env {
             Some(var) if !var.is_empty() => Some(std::env::var(var).map_err(|_| {
@@ -90,7 +92,7 @@ impl Endpoint {
         };
         Ok(Endpoint {
             kind,
-            base_url: e.base_url.trim().trim_end_matches('/').to_owned(),
+            base_url: base_url.to_owned(),
             model: e.model.clone(),
             api_key,
             timeout: if e.timeout_ms == 0 {
@@ -125,10 +127,14 @@ impl Endpoint {
             }
             _ => None,
         };
-        if e.kind != ModelKind::Scripted
-            && let Some(url) = &e.base_url
-        {
-            check_base_url(url.trim())?;
+        let base_url = e
+            .base_url
+            .as_deref()
+            .unwrap_or_default()
+            .trim()
+            .trim_end_matches('/');
+        if e.kind != ModelKind::Scripted && !base_url.is_empty() {
+            check_base_url(base_url)?;
         }
         let api_key = match &e.api_key_env {
             Some(var) => Some(std::env::var(var).map_err(|_| {
@@ -138,13 +144,7 @@ impl Endpoint {
         };
         Ok(Endpoint {
             kind: e.kind,
-            base_url: e
-                .base_url
-                .as_deref()
-                .unwrap_or_default()
-                .trim()
-                .trim_end_matches('/')
-                .to_owned(),
+            base_url: base_url.to_owned(),
             model: e.model.clone().unwrap_or_default(),
             api_key,
             timeout: e
@@ -412,24 +412,6 @@ pub fn user_message(format: ProviderFormat, text: &str) -> Value {
         ProviderFormat::Gemini => json!({"role": "user", "parts": [{"text": text}]}),
         _ => json!({"role": "user", "content": text}),
     }
-}
-
-/// An error with its causes, `outer: cause: root cause`. An HTTP client error says why only in
-/// its causes ("Connection refused", a name that does not resolve, a certificate refused), and
-/// that is what a person reading a failed run needs.
-fn with_causes(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        // Some layers repeat their cause's text in their own.
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

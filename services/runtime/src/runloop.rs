@@ -84,10 +84,6 @@ pub async fn start(rt: Arc<Runtime>, spec: pb::RunSpec) -> Result<Arc<Run>, Runt
     tokio::spawn(async move {
         if let Err(e) = drive(&rt, &driven, endpoint, max_rounds).await {
             tracing::warn!(run = %driven.id, error = %e, "run loop failed");
-            if driven.is_cancelled() {
-                // The cancel ends the run, as cancelled.
-                return;
-            }
             let retryable = e.code().class() == ErrorClass::System;
             let failure = Failure {
                 code: e.code().as_str().into(),
@@ -184,14 +180,10 @@ async fn drive(
         let end =
             drive_invocation(rt, run, &inv, &client, &system, history, spec_rounds, &stop).await?;
         match end {
-            // A cancelled run is ended by the cancel, as cancelled.
-            LoopEnd::Failed(_) if run.is_cancelled() => return Ok(()),
             LoopEnd::Failed(failure) => return end_failed(rt, run, failure).await,
             LoopEnd::HandedOff(h) => {
                 // The target runs on its own model endpoint when it has one, else on the run's.
-                if let Some(m) = &h.target.model
-                    && let Ok(e) =
-                        Endpoint::from_profile(m, rt.cfg.model_timeout, rt.cfg.model_max_retries)
+                if let Some(e) = h.endpoint
                     && let Ok(c) = ModelClient::new(e)
                 {
                     client = c;

@@ -66,6 +66,8 @@ pub struct HandedOff {
     pub opened: Opened,
     pub brief: String,
     pub target: Profile,
+    /// The target's own model endpoint (runtime-driven runs, targets that have one).
+    pub endpoint: Option<crate::provider::Endpoint>,
 }
 
 /// How a turn left its invocation.
@@ -945,16 +947,10 @@ impl Runtime {
         request: &crate::agents::HandoffRequest,
     ) -> Result<HandedOff, RuntimeError> {
         // A runtime-driven target talks to its own model endpoint when it has one.
-        let format = match (inv.driver, &request.target.model) {
-            (Driver::Runtime, Some(m)) => crate::provider::Endpoint::from_profile(
-                m,
-                self.cfg.model_timeout,
-                self.cfg.model_max_retries,
-            )
-            .map(|e| e.format())
-            .unwrap_or(inner.format),
-            _ => inner.format,
-        };
+        let format = request
+            .endpoint
+            .as_ref()
+            .map_or(inner.format, crate::provider::Endpoint::format);
         let opened = self
             .open_invocation(
                 &inv.run,
@@ -982,6 +978,7 @@ impl Runtime {
             opened,
             brief: request.brief.clone(),
             target: request.target.clone(),
+            endpoint: request.endpoint.clone(),
         })
     }
 
@@ -1050,11 +1047,7 @@ impl Runtime {
         self.end_invocation(inv, inner, InvocationStatus::Failed, Some(failure.clone()))
             .await?;
         let record = inv.run.snapshot();
-        // A cancelled run is ended by the cancel, as cancelled.
-        if record.active_invocation_id == inv.id
-            && inv.driver == Driver::Host
-            && !inv.run.is_cancelled()
-        {
+        if record.active_invocation_id == inv.id && inv.driver == Driver::Host {
             let status = if record.committed {
                 RunStatus::PartialSuccess
             } else {
@@ -1166,6 +1159,11 @@ impl Runtime {
         failure: Option<Failure>,
     ) -> Result<(), RuntimeError> {
         let before = run.snapshot();
+        // A cancelled run is ended by its cancel, as cancelled, whatever else ends meanwhile (a
+        // turn that failed or ran out of rounds, a loop stopped by the cancel).
+        if run.is_cancelled() && status != RunStatus::Cancelled {
+            return Ok(());
+        }
         // One end per run, even when a cancel and the loop's own failure race.
         if before.status.is_terminal() || !run.begin_end() {
             return Ok(());
@@ -1276,8 +1274,8 @@ impl Runtime {
         // The cancel reaches everything first: tool calls in flight are dropped (their hosts told
         // to stop) and answered as cancelled, loops stop at their next step, delegated tasks wind
         // down. Their records land before the run's end: the turns in flight are waited for
-        // (each holds its invocation's lock), and only then does the run end. A loop stopped by
-        // the cancel leaves the end to this call, so the run ends as cancelled, not failed.
+        // (each holds its invocation's lock), and only then does the run end. Any other end
+        // meanwhile is left to this one (`end_run`), so the run ends as cancelled, not failed.
         run.cancel();
         let open: Vec<Arc<Invocation>> = lock(&self.invocations)
             .values()

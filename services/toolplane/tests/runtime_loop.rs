@@ -301,17 +301,7 @@ async fn cancel_stops_a_run_waiting_on_its_model() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    let cancelled = h
-        .runtime
-        .cancel_run(pb::CancelRunRequest {
-            run_id: run.clone(),
-            reason: "user pressed stop".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .run
-        .unwrap();
+    let cancelled = h.cancel(&run, "user pressed stop").await;
     assert_eq!(cancelled.status, pb::RunStatus::Cancelled as i32);
     let kinds = types(&h.journal(&run).await);
     assert!(

@@ -45,6 +45,41 @@ async fn register(h: &mut Harness, name: &str, transport: pb::McpTransport) -> S
     server.server_id
 }
 
+/// Starts a runtime-driven run of `profile` on the scripted provider replaying `script`.
+async fn start_scripted(
+    h: &mut Harness,
+    profile: &str,
+    script: &Value,
+    message: &str,
+    mode: pb::RunMode,
+    chat: &str,
+) -> String {
+    h.runtime
+        .start_run(pb::StartRunRequest {
+            spec: Some(pb::RunSpec {
+                profile_id: profile.into(),
+                model: Some(pb::ModelEndpoint {
+                    kind: pb::ModelEndpointKind::Scripted as i32,
+                    script_json: Some(script.to_string()),
+                    ..Default::default()
+                }),
+                initial_user_message: message.into(),
+                mode: mode as i32,
+                chat: Some(pb::ChatBinding {
+                    chat_id: chat.into(),
+                    message_id: None,
+                }),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .run
+        .unwrap()
+        .run_id
+}
+
 async fn refresh_catalog(h: &Harness) {
     let mut catalog = CatalogServiceClient::new(channel(&h.plane.catalog_url()).await);
     catalog
@@ -238,31 +273,15 @@ async fn a_scripted_run_uses_every_kind_of_tool_and_promotes_persist() {
         {"tool_calls": [call("workspace_finish", json!({})), call("workspace_commit", json!({}))]},
         {"tool_calls": [call("workspace_finish", json!({"summary": "answered"}))]}
     ]});
-    let run = h
-        .runtime
-        .start_run(pb::StartRunRequest {
-            spec: Some(pb::RunSpec {
-                profile_id: "writer".into(),
-                model: Some(pb::ModelEndpoint {
-                    kind: pb::ModelEndpointKind::Scripted as i32,
-                    script_json: Some(script.to_string()),
-                    ..Default::default()
-                }),
-                initial_user_message: "Ask the echo tool and write down the answer.".into(),
-                mode: pb::RunMode::Foreground as i32,
-                chat: Some(pb::ChatBinding {
-                    chat_id: "chat-scripted".into(),
-                    message_id: None,
-                }),
-                ..Default::default()
-            }),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .run
-        .unwrap()
-        .run_id;
+    let run = start_scripted(
+        &mut h,
+        "writer",
+        &script,
+        "Ask the echo tool and write down the answer.",
+        pb::RunMode::Foreground,
+        "chat-scripted",
+    )
+    .await;
     // Follow the run as it happens.
     let mut stream = h
         .runtime
@@ -452,31 +471,15 @@ async fn cancelling_a_run_stops_its_mcp_call_and_journals_it_before_the_run_ends
     let script = json!({"turns": [
         {"tool_calls": [call("mcp__fixture__slow", json!({"ms": 20000})), call("workspace_finish", json!({}))]}
     ]});
-    let run = h
-        .runtime
-        .start_run(pb::StartRunRequest {
-            spec: Some(pb::RunSpec {
-                profile_id: "slow".into(),
-                model: Some(pb::ModelEndpoint {
-                    kind: pb::ModelEndpointKind::Scripted as i32,
-                    script_json: Some(script.to_string()),
-                    ..Default::default()
-                }),
-                initial_user_message: "Wait for the slow tool.".into(),
-                mode: pb::RunMode::Background as i32,
-                chat: Some(pb::ChatBinding {
-                    chat_id: "chat-cancel".into(),
-                    message_id: None,
-                }),
-                ..Default::default()
-            }),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .run
-        .unwrap()
-        .run_id;
+    let run = start_scripted(
+        &mut h,
+        "slow",
+        &script,
+        "Wait for the slow tool.",
+        pb::RunMode::Background,
+        "chat-cancel",
+    )
+    .await;
     // The model has answered: the slow call is being made.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while !types(&h.journal(&run).await).contains(&"model_completed".to_owned()) {
@@ -489,17 +492,7 @@ async fn cancelling_a_run_stops_its_mcp_call_and_journals_it_before_the_run_ends
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
 
     let began = std::time::Instant::now();
-    let cancelled = h
-        .runtime
-        .cancel_run(pb::CancelRunRequest {
-            run_id: run.clone(),
-            reason: "user pressed stop".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .run
-        .unwrap();
+    let cancelled = h.cancel(&run, "user pressed stop").await;
     assert_eq!(cancelled.status, pb::RunStatus::Cancelled as i32);
     assert!(
         began.elapsed() < std::time::Duration::from_secs(5),
@@ -580,17 +573,7 @@ async fn cancelling_a_host_driven_run_answers_its_call_in_flight_and_refuses_new
     });
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     let began = std::time::Instant::now();
-    let cancelled = h
-        .runtime
-        .cancel_run(pb::CancelRunRequest {
-            run_id: run.clone(),
-            reason: "host stopped".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .run
-        .unwrap();
+    let cancelled = h.cancel(&run, "host stopped").await;
     assert_eq!(cancelled.status, pb::RunStatus::Cancelled as i32);
     assert!(began.elapsed() < std::time::Duration::from_secs(5));
 

@@ -111,6 +111,7 @@ pub async fn run(command: RunCommand, eps: &Endpoints, out: Out) -> Result<u8, C
             }
             Ok(0)
         }
+        // Answered above, from the workspace service alone.
         RunCommand::Cat { .. } => Ok(0),
         RunCommand::Ls { limit } => {
             let runs = rt

@@ -133,6 +133,20 @@ impl Harness {
             .unwrap()
     }
 
+    /// Cancels the run and returns it as `CancelRun` answers.
+    pub async fn cancel(&mut self, run: &str, reason: &str) -> pb::Run {
+        self.runtime
+            .cancel_run(pb::CancelRunRequest {
+                run_id: run.into(),
+                reason: reason.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .run
+            .unwrap()
+    }
+
     /// Waits until the run reaches a terminal status (runtime-driven runs).
     pub async fn wait_terminal(&mut self, run: &str) -> pb::Run {
         for _ in 0..600 {
