@@ -5,6 +5,8 @@
 //! - `ExecuteToolCalls` of one `dice.roll` vs the echo (target ≤ 4×);
 //! - throughput of turns (alternately `dice.roll` and `workspace.read_file`) at 1, 16 and 64
 //!   concurrent invocations (64 ≥ 8× of 1; `TOOLPLANE_BENCH_LEVELS=1,64,128` measures others);
+//!   before them, the same levels of a bare echo and of an echo reached through a relay, how far
+//!   servers that do nothing scale on this machine;
 //! - RSS of 1,000 open invocations above idle (target < 100 MiB).
 //!
 //! Run with `cargo bench -p toolplane --bench runtime`.
@@ -17,7 +19,9 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tonic::transport::Channel;
 use toolplane::plane::{Plane, PlaneConfig};
-use toolplane_proto::testing::v1::EchoRequest;
+use toolplane_proto::testing::v1::echo_service_client::EchoServiceClient;
+use toolplane_proto::testing::v1::echo_service_server::{EchoService, EchoServiceServer};
+use toolplane_proto::testing::v1::{EchoRequest, EchoResponse};
 use toolplane_proto::v1 as pb;
 use toolplane_proto::v1::profile_service_client::ProfileServiceClient;
 use toolplane_proto::v1::runtime_service_client::RuntimeServiceClient;
@@ -339,6 +343,7 @@ async fn throughput(rt: &mut RuntimeServiceClient<Channel>) {
             .expect("TOOLPLANE_BENCH_LEVELS: two or more positive counts, e.g. 1,64,128"),
         Err(_) => vec![1, 16, 64],
     };
+    echo_throughput(&levels).await;
     let mut rates = Vec::new();
     for &conc in &levels {
         let mut invs = Vec::new();
@@ -410,5 +415,86 @@ async fn throughput(rt: &mut RuntimeServiceClient<Channel>) {
         );
     } else {
         println!("{last} vs {first}: {scale:.2}×");
+    }
+}
+
+/// An echo server that answers each request by calling the next echo server: the shape of a
+/// runtime call that the workspace serves (host → runtime → workspace), with no work at either.
+#[derive(Clone)]
+struct Relay {
+    next: EchoServiceClient<Channel>,
+}
+
+#[tonic::async_trait]
+impl EchoService for Relay {
+    async fn echo(
+        &self,
+        request: tonic::Request<EchoRequest>,
+    ) -> Result<tonic::Response<EchoResponse>, tonic::Status> {
+        let mut next = self.next.clone();
+        next.echo(request.into_inner()).await
+    }
+}
+
+/// The baselines for the throughput levels, in this process: a bare tonic echo server, and the
+/// same echo reached through a relay (one more hop, as a `workspace.read_file` call takes), their
+/// clients sharing one channel as the plane's do, each calling back to back for 4 s. How far
+/// servers that do nothing scale from one caller to many on this machine bounds what the plane's
+/// ratio can be (BENCHMARKS.md, "Runtime").
+async fn echo_throughput(levels: &[usize]) {
+    let (echo_addr, _echo) = toolplane_testkit::spawn_echo_server().await.unwrap();
+    let echo = toolplane_testkit::connect_echo(echo_addr).await.unwrap();
+    let relay = Relay { next: echo.clone() };
+    let relay_server =
+        toolplane_testkit::spawn_routes(tonic::service::Routes::new(EchoServiceServer::new(relay)))
+            .await
+            .unwrap();
+    let relayed = toolplane_testkit::connect_echo(relay_server.addr())
+        .await
+        .unwrap();
+    for (name, client) in [("bare echo", echo), ("relayed echo", relayed)] {
+        let mut rates = Vec::new();
+        for &conc in levels {
+            let deadline = Instant::now() + Duration::from_secs(4);
+            let started = Instant::now();
+            let cpu_before = cpu_ms();
+            let tasks: Vec<_> = (0..conc)
+                .map(|_| {
+                    let mut client = client.clone();
+                    tokio::spawn(async move {
+                        let mut done = 0u64;
+                        while Instant::now() < deadline {
+                            client
+                                .echo(EchoRequest {
+                                    payload: vec![7; 64],
+                                })
+                                .await
+                                .unwrap();
+                            done += 1;
+                        }
+                        done
+                    })
+                })
+                .collect();
+            let mut total = 0;
+            for t in tasks {
+                total += t.await.unwrap();
+            }
+            let wall = started.elapsed().as_secs_f64();
+            let cpu = cpu_ms() - cpu_before;
+            let rate = total as f64 / wall;
+            println!(
+                "baseline: {name} at {conc:>2} concurrent callers: {rate:.0} calls/s ({:.3} ms of CPU per call, {:.2} cores busy)",
+                cpu / total as f64,
+                cpu / 1000.0 / wall
+            );
+            rates.push(rate);
+        }
+        println!(
+            "baseline: {name} {} vs {}: {:.2}×",
+            levels[levels.len() - 1],
+            levels[0],
+            rates[rates.len() - 1] / rates[0]
+        );
     }
 }
