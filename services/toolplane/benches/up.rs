@@ -7,6 +7,8 @@
 //!   server prints its address, `toolplane --json up` its `"event":"up"` line with the services'
 //!   addresses), then check health
 //!   (polling every 2 ms until SERVING should that first check fail);
+//!   and, for reference, the bare server checked by four concurrent clients, as the four services
+//!   are;
 //! - resident memory (VmRSS) of the idle all-in-one process, a few seconds after it is up
 //!   (target < 60 MiB).
 //!
@@ -81,9 +83,10 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// The baseline: one bare tonic server (echo + health) in a fresh process. Returns the time to
-/// its address line and the time to its health check.
-async fn bare_tonic() -> (Duration, Duration) {
+/// The baseline: one bare tonic server (echo + health) in a fresh process, health-checked by
+/// `checks` concurrent clients (1 for the baseline; 4 shows what checking four services costs
+/// the checker). Returns the time to its address line and the time to its health checks.
+async fn bare_tonic(checks: u8) -> (Duration, Duration) {
     let start = Instant::now();
     let mut child = Command::new(std::env::current_exe().unwrap())
         .env(CHILD_ENV, "1")
@@ -97,7 +100,17 @@ async fn bare_tonic() -> (Duration, Duration) {
         .read_line(&mut line)
         .unwrap();
     let listening = start.elapsed();
-    wait_healthy(line.trim(), start + Duration::from_secs(20)).await;
+    let (addr, deadline) = (line.trim(), start + Duration::from_secs(20));
+    if checks == 4 {
+        tokio::join!(
+            wait_healthy(addr, deadline),
+            wait_healthy(addr, deadline),
+            wait_healthy(addr, deadline),
+            wait_healthy(addr, deadline),
+        );
+    } else {
+        wait_healthy(addr, deadline).await;
+    }
     let took = start.elapsed();
     drop(child.stdin.take());
     let _ = child.kill();
@@ -188,7 +201,7 @@ fn main() {
         .unwrap();
     rt.block_on(async {
         // One of each first, unmeasured: page cache and binaries warm for both.
-        let _ = bare_tonic().await;
+        let _ = bare_tonic(1).await;
         let warm = tempfile::tempdir().unwrap();
         stop(toolplane_up(warm.path()).await.2);
 
@@ -199,10 +212,12 @@ fn main() {
         let (mut base, mut again, mut fresh) = (Vec::new(), Vec::new(), Vec::new());
         let (mut base_line, mut again_banner) = (Vec::new(), Vec::new());
         let mut rss = Vec::new();
+        let mut four_checks = Vec::new();
         for i in 0..rounds {
-            let (listening, took) = bare_tonic().await;
+            let (listening, took) = bare_tonic(1).await;
             base_line.push(listening);
             base.push(took);
+            four_checks.push(bare_tonic(4).await.1);
             let (banner, took, child) = toolplane_up(existing.path()).await;
             again_banner.push(banner);
             again.push(took);
@@ -225,6 +240,10 @@ fn main() {
         println!(
             "bare tonic server process to healthy, p50 {b:?} (its address line at {:?})",
             median(base_line)
+        );
+        println!(
+            "(the same bare server checked by four concurrent clients, as the four services are: p50 {:?})",
+            median(four_checks)
         );
         println!(
             "toolplane up (existing data directory) to all four services healthy, p50 {a:?} = {ratio:.2}× (target < 2) {} (its banner at {:?})",
