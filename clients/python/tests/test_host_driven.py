@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -29,13 +28,9 @@ sys.path.insert(0, str(HERE.parent / "examples"))
 from toolplane_client import ToolplaneError, common_pb2, connect, runtime_pb2  # noqa: E402
 from agent_loop import run_agent  # noqa: E402
 
+PORTS = ("runtime", "catalog", "catalog-http", "workspace", "mcp-proxy", "runtime-http", "workspace-http", "mcp-proxy-http")
+
 NOTE = "# From Python\n\nWritten through toolplane's host-driven mode.\n"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def toolplane_bin() -> Path:
@@ -50,30 +45,49 @@ def toolplane_bin() -> Path:
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory):
     data = tmp_path_factory.mktemp("plane")
-    ports = {name: free_port() for name in ("runtime", "catalog", "catalog-http", "workspace", "mcp-proxy")}
-    args = [str(toolplane_bin()), "up", "--data-dir", str(data / ".toolplane")]
-    for name, port in ports.items():
-        args += [f"--{name}-port", str(port)]
+    # Every port 0: the system picks free ones, read back from the `up` line, so the test neither
+    # races for a port nor collides with a plane already running on the defaults.
+    args = [str(toolplane_bin()), "--json", "up", "--data-dir", str(data / ".toolplane")]
+    for name in PORTS:
+        args += [f"--{name}-port", "0"]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TOOLPLANE_", "OPENAI_"))}
     proc = subprocess.Popen(args, cwd=data, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines: list[str] = []
+    addresses: dict = {}
     up = threading.Event()
 
     def read_stdout():
         for line in proc.stdout:
-            lines.append(line.rstrip("\n"))
-            if "toolplane is up" in line:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if event.get("event") == "up":
+                addresses.update(event)
                 up.set()
+        # Its output ended: it stopped (or failed to start); the wait below need not go on.
+        up.set()
 
-    threading.Thread(target=read_stdout, daemon=True).start()
-    if not up.wait(60):
+    # Its log is drained as it comes, so a full pipe can never stall the plane.
+    log: list[str] = []
+    readers = [
+        threading.Thread(target=read_stdout, daemon=True),
+        threading.Thread(target=lambda: log.extend(proc.stderr), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+    if not up.wait(60) or not addresses:
         proc.kill()
-        pytest.fail(f"`toolplane up` did not start:\n{''.join(lines)}\n{proc.stderr.read()}")
+        readers[1].join(5)
+        pytest.fail(f"`toolplane up` did not start: {''.join(log)}")
+
+    def address(key):
+        return addresses[key].removeprefix("http://")
+
     client = connect(
-        runtime=f"127.0.0.1:{ports['runtime']}",
-        catalog=f"127.0.0.1:{ports['catalog']}",
-        workspace=f"127.0.0.1:{ports['workspace']}",
-        mcp_proxy=f"127.0.0.1:{ports['mcp-proxy']}",
+        runtime=address("runtime"),
+        catalog=address("catalog"),
+        workspace=address("workspace"),
+        mcp_proxy=address("mcpProxy"),
     )
     client.wait_ready(timeout=30)
     yield client
@@ -84,7 +98,8 @@ def plane(tmp_path_factory):
     except subprocess.TimeoutExpired:
         proc.kill()
         pytest.fail("`toolplane up` did not stop within 30 s of Ctrl-C")
-    assert code == 0, proc.stderr.read()
+    readers[1].join(5)
+    assert code == 0, "".join(log)
 
 
 class FakeModel:

@@ -390,20 +390,11 @@ async fn throughput(rt: &mut RuntimeServiceClient<Channel>) {
                 done
             }));
         }
-        let started = Instant::now();
-        let cpu_before = cpu_ms();
-        let mut total = 0;
-        for t in tasks {
-            total += t.await.unwrap();
-        }
-        let wall = started.elapsed().as_secs_f64();
-        let cpu = cpu_ms() - cpu_before;
-        let rate = total as f64 / wall;
-        println!(
-            "throughput at {conc:>2} concurrent invocations: {rate:.0} calls/s ({:.3} ms of CPU per call, {:.2} cores busy)",
-            cpu / total as f64,
-            cpu / 1000.0 / wall
-        );
+        let rate = calls_per_second(
+            &format!("throughput at {conc:>2} concurrent invocations"),
+            tasks,
+        )
+        .await;
         rates.push(rate);
     }
     let (first, last) = (levels[0], levels[levels.len() - 1]);
@@ -456,8 +447,6 @@ async fn echo_throughput(levels: &[usize]) {
         let mut rates = Vec::new();
         for &conc in levels {
             let deadline = Instant::now() + Duration::from_secs(4);
-            let started = Instant::now();
-            let cpu_before = cpu_ms();
             let tasks: Vec<_> = (0..conc)
                 .map(|_| {
                     let mut client = client.clone();
@@ -476,18 +465,11 @@ async fn echo_throughput(levels: &[usize]) {
                     })
                 })
                 .collect();
-            let mut total = 0;
-            for t in tasks {
-                total += t.await.unwrap();
-            }
-            let wall = started.elapsed().as_secs_f64();
-            let cpu = cpu_ms() - cpu_before;
-            let rate = total as f64 / wall;
-            println!(
-                "baseline: {name} at {conc:>2} concurrent callers: {rate:.0} calls/s ({:.3} ms of CPU per call, {:.2} cores busy)",
-                cpu / total as f64,
-                cpu / 1000.0 / wall
-            );
+            let rate = calls_per_second(
+                &format!("baseline: {name} at {conc:>2} concurrent callers"),
+                tasks,
+            )
+            .await;
             rates.push(rate);
         }
         println!(
@@ -497,4 +479,24 @@ async fn echo_throughput(levels: &[usize]) {
             rates[rates.len() - 1] / rates[0]
         );
     }
+}
+
+/// Waits for clients that each return how many calls they made, and prints (after `label`) their
+/// rate from now on, the process's CPU time per call and the cores it kept busy; returns the rate.
+async fn calls_per_second(label: &str, clients: Vec<tokio::task::JoinHandle<u64>>) -> f64 {
+    let started = Instant::now();
+    let cpu_before = cpu_ms();
+    let mut total = 0;
+    for c in clients {
+        total += c.await.unwrap();
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let cpu = cpu_ms() - cpu_before;
+    let rate = total as f64 / wall;
+    println!(
+        "{label}: {rate:.0} calls/s ({:.3} ms of CPU per call, {:.2} cores busy)",
+        cpu / total as f64,
+        cpu / 1000.0 / wall
+    );
+    rate
 }
