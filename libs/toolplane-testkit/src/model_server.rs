@@ -1,7 +1,8 @@
 //! A scripted OpenAI-compatible model server on `127.0.0.1:0`, for driving the runtime's loop
 //! through its real HTTP client: each `POST /v1/chat/completions` gets the next scripted reply
 //! (a completion with tool calls, plain text, a malformed body, or an error status such as 429 or
-//! 500), and every request body is recorded for assertions.
+//! 500), and every request body is recorded for assertions. `POST /v1/messages` serves the same
+//! script for Anthropic Messages endpoints, whose replies are scripted with [`ScriptedReply::raw`].
 //!
 //! It serves scripts only; it never decides anything about tools.
 
@@ -143,6 +144,7 @@ pub async fn spawn_model_server(replies: Vec<ScriptedReply>) -> Result<ModelServ
     let app = Router::new()
         .route("/v1/chat/completions", post(complete))
         .route("/chat/completions", post(complete))
+        .route("/v1/messages", post(complete))
         .with_state(script.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;

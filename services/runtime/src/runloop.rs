@@ -39,10 +39,8 @@ pub async fn start(rt: Arc<Runtime>, spec: pb::RunSpec) -> Result<Arc<Run>, Runt
     if spec.profile_id.is_empty() {
         return Err(RuntimeError::invalid("a run spec needs a profile id"));
     }
-    if crate::agents::profile_in(&rt, &spec.cell_id, &spec.profile_id)
-        .await?
-        .is_none()
-    {
+    let Some(profile) = crate::agents::profile_in(&rt, &spec.cell_id, &spec.profile_id).await?
+    else {
         return Err(RuntimeError::not_found(format!(
             "no profile `{}` in cell `{}`",
             spec.profile_id,
@@ -52,7 +50,28 @@ pub async fn start(rt: Arc<Runtime>, spec: pb::RunSpec) -> Result<Arc<Run>, Runt
                 &spec.cell_id
             }
         )));
-    }
+    };
+    // The model endpoint: the spec's, else the profile's, resolved now so that a run with no
+    // usable model is refused before it exists and the first invocation opens in its format.
+    let endpoint = match endpoint {
+        Some(e) => e,
+        None => {
+            let model = profile.model.as_ref().ok_or_else(|| {
+                RuntimeError::invalid(format!(
+                    "profile `{}` has no model endpoint and the run spec names none: name one in the spec (`toolplane run start --base-url … --model …`, `OPENAI_BASE_URL`, or `--script`) or give the profile a `model`",
+                    profile.id
+                ))
+            })?;
+            Endpoint::from_profile(model, rt.cfg.model_timeout, rt.cfg.model_max_retries).map_err(
+                |e| {
+                    RuntimeError::invalid(format!(
+                        "profile `{}`'s model endpoint cannot be used: {e}",
+                        profile.id
+                    ))
+                },
+            )?
+        }
+    };
     let roots = spec.roots.clone().unwrap_or_default();
     let chat = spec.chat.clone().unwrap_or_default();
     let run = rt
@@ -125,49 +144,21 @@ pub enum LoopEnd {
 async fn drive(
     rt: &Runtime,
     run: &Arc<Run>,
-    endpoint: Option<Endpoint>,
+    endpoint: Endpoint,
     spec_rounds: u32,
 ) -> Result<(), RuntimeError> {
     let record = run.snapshot();
-    // The model endpoint: the spec's, else the profile's (resolved when the invocation opens).
-    let provisional_format = endpoint
-        .as_ref()
-        .map(Endpoint::format)
-        .unwrap_or(toolplane_model::ProviderFormat::OpenAiChat);
     let opened = rt
         .open_invocation(
             run,
             &record.profile_id,
             ExitPolicy::Root,
-            provisional_format,
+            endpoint.format(),
             ToolChoice::Auto,
             Driver::Runtime,
         )
         .await?;
     let mut inv = opened.invocation;
-    let endpoint = match endpoint {
-        Some(e) => e,
-        None => {
-            let inner = inv.inner.lock().await;
-            let profile_model = inner.profile.model.clone().ok_or_else(|| {
-                RuntimeError::invalid(format!(
-                    "profile `{}` has no model endpoint and the run spec names none",
-                    inner.profile.id
-                ))
-            })?;
-            Endpoint::from_profile(
-                &profile_model,
-                rt.cfg.model_timeout,
-                rt.cfg.model_max_retries,
-            )
-            .map_err(RuntimeError::invalid)?
-        }
-    };
-    if endpoint.format() != provisional_format {
-        return Err(RuntimeError::invalid(
-            "the profile's model endpoint speaks a different format than the run was opened with; name the endpoint in the run spec",
-        ));
-    }
     let mut client = ModelClient::new(endpoint).map_err(RuntimeError::invalid)?;
     let mut system = system_prompt(&inv, &record.system_prompt).await;
     let mut history: Vec<Value> = vec![user_message(

@@ -366,3 +366,101 @@ async fn a_run_spec_naming_an_unknown_profile_is_refused_before_anything_is_crea
     assert!(model.requests().is_empty());
     h.plane.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_with_no_usable_model_is_refused_before_anything_is_created() {
+    let mut h = harness().await;
+    h.put_profile(writer_profile()).await;
+    let mut ghost = writer_profile();
+    ghost["id"] = json!("ghost");
+    ghost["model"] = json!({"kind": "scripted", "script": "/nonexistent/turns.json"});
+    h.put_profile(ghost).await;
+    for (profile, expected) in [
+        (
+            "writer",
+            "has no model endpoint and the run spec names none",
+        ),
+        ("ghost", "model endpoint cannot be used: reading the script"),
+    ] {
+        let mut s = spec(profile, "", false, 5);
+        s.model = None;
+        s.run_id = format!("never-{profile}");
+        let status = h
+            .runtime
+            .start_run(pb::StartRunRequest { spec: Some(s) })
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        assert!(status.message().contains(expected), "{}", status.message());
+        let missing = h
+            .runtime
+            .get_run(pb::GetRunRequest {
+                run_id: format!("never-{profile}"),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(missing.code(), tonic::Code::NotFound);
+    }
+    h.plane.shutdown().await;
+}
+
+/// An Anthropic Messages reply calling one tool.
+fn anthropic_reply(n: usize, name: &str, input: Value) -> ScriptedReply {
+    ScriptedReply::raw(
+        &json!({
+            "id": format!("msg_{n}"), "type": "message", "role": "assistant", "model": "scripted",
+            "content": [{"type": "tool_use", "id": format!("toolu_{n}"), "name": name, "input": input}],
+            "stop_reason": "tool_use", "usage": {"input_tokens": 1, "output_tokens": 1}
+        })
+        .to_string(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profile_whose_model_speaks_anthropic_drives_a_run_with_no_endpoint_in_the_spec() {
+    let mut h = harness().await;
+    let model = spawn_model_server(vec![
+        anthropic_reply(
+            1,
+            "workspace_write_file",
+            json!({"path": "output/main.md", "content": "from the profile's model\n"}),
+        ),
+        anthropic_reply(2, "workspace_commit", json!({})),
+        anthropic_reply(3, "workspace_finish", json!({})),
+    ])
+    .await
+    .unwrap();
+    let mut profile = writer_profile();
+    // Anthropic's base URL is the host; the runtime adds `/v1/messages`.
+    let base_url = model.base_url().trim_end_matches("/v1").to_owned();
+    profile["model"] = json!({"kind": "anthropic", "baseUrl": base_url, "model": "scripted"});
+    h.put_profile(profile).await;
+    let mut s = spec("writer", "", false, 8);
+    s.model = None;
+    let run = start(&mut h, s).await;
+    let done = h.wait_terminal(&run).await;
+    assert_eq!(
+        done.status,
+        pb::RunStatus::Completed as i32,
+        "{:?}",
+        done.failure
+    );
+    assert_eq!(
+        h.chat("chat-loop").await.last().unwrap().content,
+        "from the profile's model\n"
+    );
+    // The tools went out in Anthropic's shape, and the results came back as `tool_result`s.
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    assert!(
+        requests[0]["tools"][0].get("input_schema").is_some(),
+        "{}",
+        requests[0]["tools"][0]
+    );
+    assert!(
+        requests[1]["messages"].to_string().contains("tool_result"),
+        "{}",
+        requests[1]["messages"]
+    );
+    h.plane.shutdown().await;
+}
