@@ -46,6 +46,18 @@ async fn start(h: &mut Harness, spec: pb::RunSpec) -> String {
         .run_id
 }
 
+/// Waits for the run to complete and checks the note it published into `chat-loop`.
+async fn completes_with_note(h: &mut Harness, run: &str, note: &str) {
+    let done = h.wait_terminal(run).await;
+    assert_eq!(
+        done.status,
+        pb::RunStatus::Completed as i32,
+        "{:?}",
+        done.failure
+    );
+    assert_eq!(h.chat("chat-loop").await.last().unwrap().content, note);
+}
+
 fn write(n: usize, content: &str) -> ScriptedReply {
     ScriptedReply::tool_calls(
         n,
@@ -328,17 +340,7 @@ async fn a_scripted_provider_runs_offline() {
         ..Default::default()
     });
     let run = start(&mut h, s).await;
-    let done = h.wait_terminal(&run).await;
-    assert_eq!(
-        done.status,
-        pb::RunStatus::Completed as i32,
-        "{:?}",
-        done.failure
-    );
-    assert_eq!(
-        h.chat("chat-loop").await.last().unwrap().content,
-        "offline\n"
-    );
+    completes_with_note(&mut h, &run, "offline\n").await;
     h.plane.shutdown().await;
 }
 
@@ -438,17 +440,7 @@ async fn a_profile_whose_model_speaks_anthropic_drives_a_run_with_no_endpoint_in
     let mut s = spec("writer", "", false, 8);
     s.model = None;
     let run = start(&mut h, s).await;
-    let done = h.wait_terminal(&run).await;
-    assert_eq!(
-        done.status,
-        pb::RunStatus::Completed as i32,
-        "{:?}",
-        done.failure
-    );
-    assert_eq!(
-        h.chat("chat-loop").await.last().unwrap().content,
-        "from the profile's model\n"
-    );
+    completes_with_note(&mut h, &run, "from the profile's model\n").await;
     // The tools went out in Anthropic's shape, and the results came back as `tool_result`s.
     let requests = model.requests();
     assert_eq!(requests.len(), 3);
