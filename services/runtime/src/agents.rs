@@ -678,15 +678,13 @@ async fn delegation_target(
     if let Some(e) = endpoint {
         return Ok(Ok((target, e)));
     }
-    let Some(model) = &target.model else {
-        return Ok(Err(refused(call, AGENT_NO_MODEL, "no model endpoint")));
-    };
-    match Endpoint::from_profile(model, rt.cfg.model_timeout, rt.cfg.model_max_retries) {
-        Ok(e) => {
+    match rt.endpoint_of(&target) {
+        None => Ok(Err(refused(call, AGENT_NO_MODEL, "no model endpoint"))),
+        Some(Ok(e)) => {
             lock(&inv.run.agents.targets).insert(key, (target.clone(), e.clone()));
             Ok(Ok((target, e)))
         }
-        Err(why) => Ok(Err(refused(
+        Some(Err(why)) => Ok(Err(refused(
             call,
             AGENT_NO_MODEL,
             format!("`{agent_id}`'s model endpoint cannot be used: {why}"),
@@ -1150,22 +1148,21 @@ pub async fn handoff(
     // A runtime-driven run goes on on the target's own model endpoint when it has one: resolved
     // here, once, and one it could not use is refused, so the model can choose again, rather than
     // the run going on on this agent's.
-    let endpoint = match (&target.model, inv.driver) {
-        (Some(m), Driver::Runtime) => {
-            match Endpoint::from_profile(m, rt.cfg.model_timeout, rt.cfg.model_max_retries) {
-                Ok(e) => Some(e),
-                Err(why) => {
-                    return Ok(refused(
-                        call,
-                        AGENT_NO_MODEL,
-                        format!(
-                            "`{}` cannot take the run: its model endpoint is unusable: {why}",
-                            target.id
-                        ),
-                    ));
-                }
+    let endpoint = match inv.driver {
+        Driver::Runtime => match rt.endpoint_of(&target) {
+            None => None,
+            Some(Ok(e)) => Some(e),
+            Some(Err(why)) => {
+                return Ok(refused(
+                    call,
+                    AGENT_NO_MODEL,
+                    format!(
+                        "`{}` cannot take the run: its model endpoint is unusable: {why}",
+                        target.id
+                    ),
+                ));
             }
-        }
+        },
         _ => None,
     };
     let depth = depth_of(&inner.snapshot.exit_policy) + 1;

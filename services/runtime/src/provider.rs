@@ -77,24 +77,11 @@ impl Endpoint {
             ModelKind::Scripted => Some(parse_script(e.script_json.as_deref().unwrap_or(""))?),
             _ => None,
         };
-        let base_url = e.base_url.trim().trim_end_matches('/');
-        if kind != ModelKind::Scripted {
-            if base_url.is_empty() {
-                return Err("the model endpoint needs a base_url".into());
-            }
-            check_base_url(base_url)?;
-        }
-        let api_key = match &e.api_key_env {
-            Some(var) if !var.is_empty() => Some(std::env::var(var).map_err(|_| {
-                format!("the environment variable `{var}` holding the api key is not set")
-            })?),
-            _ => None,
-        };
         Ok(Endpoint {
             kind,
-            base_url: base_url.to_owned(),
+            base_url: base_url(kind, &e.base_url)?,
             model: e.model.clone(),
-            api_key,
+            api_key: api_key(e.api_key_env.as_deref())?,
             timeout: if e.timeout_ms == 0 {
                 default_timeout
             } else {
@@ -113,7 +100,7 @@ impl Endpoint {
         })
     }
 
-    /// From a profile's endpoint (delegated children and handoff targets use these).
+    /// From a profile's endpoint (runs whose spec names none, delegated children, handoff targets).
     pub fn from_profile(
         e: &ProfileEndpoint,
         default_timeout: Duration,
@@ -127,26 +114,11 @@ impl Endpoint {
             }
             _ => None,
         };
-        let base_url = e
-            .base_url
-            .as_deref()
-            .unwrap_or_default()
-            .trim()
-            .trim_end_matches('/');
-        if e.kind != ModelKind::Scripted && !base_url.is_empty() {
-            check_base_url(base_url)?;
-        }
-        let api_key = match &e.api_key_env {
-            Some(var) => Some(std::env::var(var).map_err(|_| {
-                format!("the environment variable `{var}` holding the api key is not set")
-            })?),
-            None => None,
-        };
         Ok(Endpoint {
             kind: e.kind,
-            base_url: base_url.to_owned(),
+            base_url: base_url(e.kind, e.base_url.as_deref().unwrap_or_default())?,
             model: e.model.clone().unwrap_or_default(),
-            api_key,
+            api_key: api_key(e.api_key_env.as_deref())?,
             timeout: e
                 .timeout_ms
                 .map(|t| Duration::from_millis(u64::from(t)))
@@ -158,6 +130,29 @@ impl Endpoint {
             headers: Vec::new(),
             script,
         })
+    }
+}
+
+/// A base URL trimmed of spaces and trailing slashes, required and checked for every kind but
+/// `scripted`.
+fn base_url(kind: ModelKind, raw: &str) -> Result<String, String> {
+    let url = raw.trim().trim_end_matches('/');
+    if kind != ModelKind::Scripted {
+        if url.is_empty() {
+            return Err("the model endpoint needs a base_url".into());
+        }
+        check_base_url(url)?;
+    }
+    Ok(url.to_owned())
+}
+
+/// The API key from the environment variable the endpoint names, if it names one.
+fn api_key(var: Option<&str>) -> Result<Option<String>, String> {
+    match var.filter(|v| !v.is_empty()) {
+        Some(var) => std::env::var(var).map(Some).map_err(|_| {
+            format!("the environment variable `{var}` holding the api key is not set")
+        }),
+        None => Ok(None),
     }
 }
 

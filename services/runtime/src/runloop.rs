@@ -55,22 +55,20 @@ pub async fn start(rt: Arc<Runtime>, spec: pb::RunSpec) -> Result<Arc<Run>, Runt
     // usable model is refused before it exists and the first invocation opens in its format.
     let endpoint = match endpoint {
         Some(e) => e,
-        None => {
-            let model = profile.model.as_ref().ok_or_else(|| {
+        None => rt
+            .endpoint_of(&profile)
+            .ok_or_else(|| {
                 RuntimeError::invalid(format!(
                     "profile `{}` has no model endpoint and the run spec names none: name one in the spec (`toolplane run start --base-url … --model …`, `OPENAI_BASE_URL`, or `--script`) or give the profile a `model`",
                     profile.id
                 ))
-            })?;
-            Endpoint::from_profile(model, rt.cfg.model_timeout, rt.cfg.model_max_retries).map_err(
-                |e| {
-                    RuntimeError::invalid(format!(
-                        "profile `{}`'s model endpoint cannot be used: {e}",
-                        profile.id
-                    ))
-                },
-            )?
-        }
+            })?
+            .map_err(|e| {
+                RuntimeError::invalid(format!(
+                    "profile `{}`'s model endpoint cannot be used: {e}",
+                    profile.id
+                ))
+            })?,
     };
     let roots = spec.roots.clone().unwrap_or_default();
     let chat = spec.chat.clone().unwrap_or_default();

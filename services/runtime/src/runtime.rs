@@ -172,6 +172,21 @@ impl Runtime {
         self.me.get().and_then(Weak::upgrade)
     }
 
+    /// A profile's own model endpoint, with this runtime's timeout and retries where the profile
+    /// sets none: `None` when it names none, the reason when it cannot be used.
+    pub fn endpoint_of(
+        &self,
+        profile: &Profile,
+    ) -> Option<Result<crate::provider::Endpoint, String>> {
+        profile.model.as_ref().map(|m| {
+            crate::provider::Endpoint::from_profile(
+                m,
+                self.cfg.model_timeout,
+                self.cfg.model_max_retries,
+            )
+        })
+    }
+
     pub fn run(&self, id: &str) -> Result<Arc<Run>, RuntimeError> {
         lock(&self.runs)
             .get(id)

@@ -98,30 +98,22 @@ async fn start_on(
     message: &str,
     chat: &str,
 ) -> String {
-    h.runtime
-        .start_run(pb::StartRunRequest {
-            spec: Some(pb::RunSpec {
-                profile_id: profile.into(),
-                model: Some(pb::ModelEndpoint {
-                    kind: pb::ModelEndpointKind::OpenaiCompatible as i32,
-                    base_url: base_url.into(),
-                    model: "scripted".into(),
-                    ..Default::default()
-                }),
-                initial_user_message: message.into(),
-                chat: Some(pb::ChatBinding {
-                    chat_id: chat.into(),
-                    message_id: None,
-                }),
-                ..Default::default()
-            }),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .run
-        .unwrap()
-        .run_id
+    h.start_run(pb::RunSpec {
+        profile_id: profile.into(),
+        model: Some(pb::ModelEndpoint {
+            kind: pb::ModelEndpointKind::OpenaiCompatible as i32,
+            base_url: base_url.into(),
+            model: "scripted".into(),
+            ..Default::default()
+        }),
+        initial_user_message: message.into(),
+        chat: Some(pb::ChatBinding {
+            chat_id: chat.into(),
+            message_id: None,
+        }),
+        ..Default::default()
+    })
+    .await
 }
 
 fn fast_script(dir: &Path) -> String {

@@ -35,17 +35,6 @@ fn spec(profile: &str, base_url: &str, background: bool, max_rounds: u32) -> pb:
     }
 }
 
-async fn start(h: &mut Harness, spec: pb::RunSpec) -> String {
-    h.runtime
-        .start_run(pb::StartRunRequest { spec: Some(spec) })
-        .await
-        .unwrap()
-        .into_inner()
-        .run
-        .unwrap()
-        .run_id
-}
-
 /// Waits for the run to complete and checks the note it published into `chat-loop`.
 async fn completes_with_note(h: &mut Harness, run: &str, note: &str) {
     let done = h.wait_terminal(run).await;
@@ -80,7 +69,9 @@ async fn the_loop_recovers_from_drift_and_finishes() {
     ])
     .await
     .unwrap();
-    let run = start(&mut h, spec("writer", &model.base_url(), false, 10)).await;
+    let run = h
+        .start_run(spec("writer", &model.base_url(), false, 10))
+        .await;
     let done = h.wait_terminal(&run).await;
     assert_eq!(
         done.status,
@@ -165,7 +156,9 @@ async fn retryable_provider_errors_are_retried_and_journalled() {
     ])
     .await
     .unwrap();
-    let run = start(&mut h, spec("writer", &model.base_url(), true, 5)).await;
+    let run = h
+        .start_run(spec("writer", &model.base_url(), true, 5))
+        .await;
     let done = h.wait_terminal(&run).await;
     assert_eq!(
         done.status,
@@ -206,7 +199,9 @@ async fn provider_failures_fail_the_run_with_a_clear_code() {
     let model = spawn_model_server(vec![ScriptedReply::raw("{\"choices\": \"nope\"}")])
         .await
         .unwrap();
-    let run = start(&mut h, spec("writer", &model.base_url(), true, 5)).await;
+    let run = h
+        .start_run(spec("writer", &model.base_url(), true, 5))
+        .await;
     let done = h.wait_terminal(&run).await;
     assert_eq!(done.status, pb::RunStatus::Failed as i32);
     assert_eq!(done.failure.unwrap().code, "model.malformed_response");
@@ -221,7 +216,7 @@ async fn provider_failures_fail_the_run_with_a_clear_code() {
     if let Some(m) = unreachable.model.as_mut() {
         m.max_retries = Some(0);
     }
-    let run = start(&mut h, unreachable).await;
+    let run = h.start_run(unreachable).await;
     let done = h.wait_terminal(&run).await;
     let failure = done.failure.unwrap();
     assert_eq!(failure.code, "model.call_failed");
@@ -235,7 +230,9 @@ async fn provider_failures_fail_the_run_with_a_clear_code() {
     let model = spawn_model_server(vec![ScriptedReply::status(400)])
         .await
         .unwrap();
-    let run = start(&mut h, spec("writer", &model.base_url(), true, 5)).await;
+    let run = h
+        .start_run(spec("writer", &model.base_url(), true, 5))
+        .await;
     let done = h.wait_terminal(&run).await;
     let failure = done.failure.unwrap();
     assert_eq!(failure.code, "model.call_failed");
@@ -246,7 +243,9 @@ async fn provider_failures_fail_the_run_with_a_clear_code() {
     let model = spawn_model_server(vec![ScriptedReply::text("just text")])
         .await
         .unwrap();
-    let run = start(&mut h, spec("writer", &model.base_url(), false, 1)).await;
+    let run = h
+        .start_run(spec("writer", &model.base_url(), false, 1))
+        .await;
     let done = h.wait_terminal(&run).await;
     assert_eq!(done.status, pb::RunStatus::Failed as i32);
     let f = done.failure.unwrap();
@@ -270,7 +269,9 @@ async fn provider_failures_fail_the_run_with_a_clear_code() {
     ])
     .await
     .unwrap();
-    let run = start(&mut h, spec("writer", &model.base_url(), false, 3)).await;
+    let run = h
+        .start_run(spec("writer", &model.base_url(), false, 3))
+        .await;
     let done = h.wait_terminal(&run).await;
     assert_eq!(
         done.status,
@@ -293,7 +294,9 @@ async fn provider_failures_fail_the_run_with_a_clear_code() {
     )
     .await
     .unwrap();
-    let run = start(&mut h, spec("writer", &model.base_url(), true, 2)).await;
+    let run = h
+        .start_run(spec("writer", &model.base_url(), true, 2))
+        .await;
     let done = h.wait_terminal(&run).await;
     assert_eq!(done.failure.unwrap().code, "agent.max_tool_rounds_exceeded");
     h.plane.shutdown().await;
@@ -306,7 +309,9 @@ async fn cancel_stops_a_run_waiting_on_its_model() {
     let mut slow = ScriptedReply::tool_calls(1, &[("workspace_finish", json!({}))]);
     slow.delay = Some(std::time::Duration::from_secs(20));
     let model = spawn_model_server(vec![slow]).await.unwrap();
-    let run = start(&mut h, spec("writer", &model.base_url(), true, 5)).await;
+    let run = h
+        .start_run(spec("writer", &model.base_url(), true, 5))
+        .await;
     for _ in 0..100 {
         if !model.requests().is_empty() {
             break;
@@ -339,7 +344,7 @@ async fn a_scripted_provider_runs_offline() {
         script_json: Some(script.to_string()),
         ..Default::default()
     });
-    let run = start(&mut h, s).await;
+    let run = h.start_run(s).await;
     completes_with_note(&mut h, &run, "offline\n").await;
     h.plane.shutdown().await;
 }
@@ -439,7 +444,7 @@ async fn a_profile_whose_model_speaks_anthropic_drives_a_run_with_no_endpoint_in
     h.put_profile(profile).await;
     let mut s = spec("writer", "", false, 8);
     s.model = None;
-    let run = start(&mut h, s).await;
+    let run = h.start_run(s).await;
     completes_with_note(&mut h, &run, "from the profile's model\n").await;
     // The tools went out in Anthropic's shape, and the results came back as `tool_result`s.
     let requests = model.requests();

@@ -54,30 +54,22 @@ async fn start_scripted(
     mode: pb::RunMode,
     chat: &str,
 ) -> String {
-    h.runtime
-        .start_run(pb::StartRunRequest {
-            spec: Some(pb::RunSpec {
-                profile_id: profile.into(),
-                model: Some(pb::ModelEndpoint {
-                    kind: pb::ModelEndpointKind::Scripted as i32,
-                    script_json: Some(script.to_string()),
-                    ..Default::default()
-                }),
-                initial_user_message: message.into(),
-                mode: mode as i32,
-                chat: Some(pb::ChatBinding {
-                    chat_id: chat.into(),
-                    message_id: None,
-                }),
-                ..Default::default()
-            }),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .run
-        .unwrap()
-        .run_id
+    h.start_run(pb::RunSpec {
+        profile_id: profile.into(),
+        model: Some(pb::ModelEndpoint {
+            kind: pb::ModelEndpointKind::Scripted as i32,
+            script_json: Some(script.to_string()),
+            ..Default::default()
+        }),
+        initial_user_message: message.into(),
+        mode: mode as i32,
+        chat: Some(pb::ChatBinding {
+            chat_id: chat.into(),
+            message_id: None,
+        }),
+        ..Default::default()
+    })
+    .await
 }
 
 async fn refresh_catalog(h: &Harness) {

@@ -88,6 +88,18 @@ impl Harness {
         run.run_id
     }
 
+    /// Starts a runtime-driven run; returns its id.
+    pub async fn start_run(&mut self, spec: pb::RunSpec) -> String {
+        self.runtime
+            .start_run(pb::StartRunRequest { spec: Some(spec) })
+            .await
+            .unwrap()
+            .into_inner()
+            .run
+            .unwrap()
+            .run_id
+    }
+
     pub async fn open(
         &mut self,
         run: &str,
