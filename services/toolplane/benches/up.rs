@@ -12,7 +12,9 @@
 //! - resident memory (VmRSS) of the idle all-in-one process, a few seconds after it is up
 //!   (target < 60 MiB).
 //!
-//! Run with `cargo bench -p toolplane --bench up` (`TOOLPLANE_BENCH_ROUNDS`, default 15).
+//! Run with `cargo bench -p toolplane --bench up` (`TOOLPLANE_BENCH_ROUNDS`, default 15). With
+//! `TOOLPLANE_BENCH_AGAINST=<path of another toolplane binary>` each round also starts that build
+//! on the same data directory, so two builds are compared interleaved, on the same baseline.
 
 // A benchmark's set-up either works or the benchmark is meaningless.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -122,8 +124,15 @@ async fn bare_tonic(checks: u8) -> (Duration, Duration) {
 /// time to all four health checks, and the process. Every port is 0 (the system picks free ones),
 /// read back from the banner, so no port picked beforehand can be taken meanwhile.
 async fn toolplane_up(dir: &std::path::Path) -> (Duration, Duration, Child) {
+    toolplane_up_with(env!("CARGO_BIN_EXE_toolplane").as_ref(), dir).await
+}
+
+async fn toolplane_up_with(
+    binary: &std::path::Path,
+    dir: &std::path::Path,
+) -> (Duration, Duration, Child) {
     let start = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolplane"))
+    let mut child = Command::new(binary)
         .current_dir(dir)
         .args(["--json", "up", "--data-dir", ".toolplane"])
         .args(["--runtime-port", "0", "--catalog-port", "0"])
@@ -213,6 +222,11 @@ fn main() {
         let (mut base_line, mut again_banner) = (Vec::new(), Vec::new());
         let mut rss = Vec::new();
         let mut four_checks = Vec::new();
+        let against = std::env::var_os("TOOLPLANE_BENCH_AGAINST").map(std::path::PathBuf::from);
+        let (mut other, mut other_banner) = (Vec::new(), Vec::new());
+        if let Some(bin) = &against {
+            stop(toolplane_up_with(bin, warm.path()).await.2);
+        }
         for i in 0..rounds {
             let (listening, took) = bare_tonic(1).await;
             base_line.push(listening);
@@ -227,6 +241,12 @@ fn main() {
                 rss.push(rss_kib(child.id()));
             }
             stop(child);
+            if let Some(bin) = &against {
+                let (banner, took, child) = toolplane_up_with(bin, existing.path()).await;
+                other_banner.push(banner);
+                other.push(took);
+                stop(child);
+            }
             let dir = tempfile::tempdir().unwrap();
             let (_, took, child) = toolplane_up(dir.path()).await;
             fresh.push(took);
@@ -250,6 +270,15 @@ fn main() {
             if ratio < 2.0 { "ok" } else { "MISSED" },
             median(again_banner)
         );
+        if let Some(bin) = &against {
+            let o = median(other);
+            println!(
+                "{} (existing data directory), interleaved: p50 {o:?} = {:.2}× (its banner at {:?})",
+                bin.display(),
+                o.as_secs_f64() / b.as_secs_f64(),
+                median(other_banner)
+            );
+        }
         println!(
             "toolplane up (new data directory: stores created and fsynced) to all four healthy, p50 {f:?} = {fresh_ratio:.2}× (target < 2) {}",
             if fresh_ratio < 2.0 { "ok" } else { "MISSED" }

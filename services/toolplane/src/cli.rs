@@ -102,7 +102,10 @@ impl Global {
     }
 }
 
+/// Every subcommand enum is `defer`red: a subcommand's arguments are built only when it runs (or
+/// its help is asked for), so a command does not pay for building the whole tree.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum Command {
     /// Start all four services in one process, on loopback, with storage under a data directory.
     Up(UpArgs),
@@ -167,6 +170,7 @@ pub struct UpArgs {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum ToolsCommand {
     /// List tools: usable ones, or all with --all (each with the reason it cannot be used).
     Ls(ToolsLsArgs),
@@ -200,6 +204,7 @@ pub struct ToolsDescribeArgs {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum ProfileCommand {
     /// Create or replace a profile from a JSON file (`-` reads stdin); its `id` names it.
     Put(ProfilePutArgs),
@@ -224,6 +229,7 @@ pub struct ProfilePutArgs {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum McpCommand {
     /// Register an MCP server: `mcp add NAME --stdio -- COMMAND [ARGS…]` or `mcp add NAME --url URL`.
     Add(McpAddArgs),
@@ -305,6 +311,7 @@ pub struct McpPermitArgs {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum RunCommand {
     /// Start a runtime-driven run and follow its timeline until it ends (or --detach).
     Start(RunStartArgs),
