@@ -103,15 +103,17 @@ async fn bare_tonic(checks: u8) -> (Duration, Duration) {
         .unwrap();
     let listening = start.elapsed();
     let (addr, deadline) = (line.trim(), start + Duration::from_secs(20));
-    if checks == 4 {
-        tokio::join!(
-            wait_healthy(addr, deadline),
-            wait_healthy(addr, deadline),
-            wait_healthy(addr, deadline),
-            wait_healthy(addr, deadline),
-        );
-    } else {
-        wait_healthy(addr, deadline).await;
+    match checks {
+        1 => wait_healthy(addr, deadline).await,
+        4 => {
+            tokio::join!(
+                wait_healthy(addr, deadline),
+                wait_healthy(addr, deadline),
+                wait_healthy(addr, deadline),
+                wait_healthy(addr, deadline),
+            );
+        }
+        n => panic!("the bare server is checked by 1 or 4 clients, not {n}"),
     }
     let took = start.elapsed();
     drop(child.stdin.take());
