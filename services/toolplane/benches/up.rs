@@ -15,6 +15,9 @@
 //! Run with `cargo bench -p toolplane --bench up` (`TOOLPLANE_BENCH_ROUNDS`, default 15). With
 //! `TOOLPLANE_BENCH_AGAINST=<path of another toolplane binary>` each round also starts that build
 //! on the same data directory, so two builds are compared interleaved, on the same baseline.
+//! `TOOLPLANE_BENCH_SPENT=1` also prints what each kind of process spent (CPU over its threads,
+//! minor page faults) up to its line and up to its passing health checks; reading `/proc` on the
+//! way delays the checks, so the times of such a run are not the figures to record.
 
 // A benchmark's set-up either works or the benchmark is meaningless.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -85,6 +88,53 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// What a process has spent so far: CPU over all its threads (ms, from each thread's
+/// `schedstat`) and minor page faults.
+#[derive(Debug, Clone, Copy, Default)]
+struct Spent {
+    cpu_ms: f64,
+    faults: u64,
+}
+
+fn spent(pid: u32) -> Spent {
+    let mut cpu_ns = 0u64;
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            let stat = std::fs::read_to_string(t.path().join("schedstat")).unwrap_or_default();
+            cpu_ns += stat
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    // `/proc/<pid>/stat`: the fields after the command's closing parenthesis; minflt is the 8th.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let faults = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(7))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    Spent {
+        cpu_ms: cpu_ns as f64 / 1e6,
+        faults,
+    }
+}
+
+/// `TOOLPLANE_BENCH_SPENT=1`: each start also records what the process spent up to its line and
+/// up to its passing health checks. Reading `/proc` delays the checks, so the times of such a run
+/// are not comparable with a plain one.
+static SPENT: std::sync::Mutex<Vec<(String, Spent, Spent)>> = std::sync::Mutex::new(Vec::new());
+
+fn sampling() -> bool {
+    std::env::var_os("TOOLPLANE_BENCH_SPENT").is_some()
+}
+
+fn median_f(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 /// The baseline: one bare tonic server (echo + health) in a fresh process, health-checked by
 /// `checks` concurrent clients (1 for the baseline; 4 shows what checking four services costs
 /// the checker). Returns the time to its address line and the time to its health checks.
@@ -102,6 +152,7 @@ async fn bare_tonic(checks: u8) -> (Duration, Duration) {
         .read_line(&mut line)
         .unwrap();
     let listening = start.elapsed();
+    let at_line = sampling().then(|| spent(child.id()));
     let (addr, deadline) = (line.trim(), start + Duration::from_secs(20));
     match checks {
         1 => wait_healthy(addr, deadline).await,
@@ -116,6 +167,13 @@ async fn bare_tonic(checks: u8) -> (Duration, Duration) {
         n => panic!("the bare server is checked by 1 or 4 clients, not {n}"),
     }
     let took = start.elapsed();
+    if let Some(at_line) = at_line {
+        let label = format!("bare server, {checks} check(s)");
+        SPENT
+            .lock()
+            .unwrap()
+            .push((label, at_line, spent(child.id())));
+    }
     drop(child.stdin.take());
     let _ = child.kill();
     let _ = child.wait();
@@ -133,6 +191,7 @@ async fn toolplane_up_with(
     binary: &std::path::Path,
     dir: &std::path::Path,
 ) -> (Duration, Duration, Child) {
+    let new = !dir.join(".toolplane").exists();
     let start = Instant::now();
     let mut child = Command::new(binary)
         .current_dir(dir)
@@ -156,6 +215,7 @@ async fn toolplane_up_with(
         "toolplane up ended before saying it is up"
     );
     let banner = start.elapsed();
+    let at_line = sampling().then(|| spent(child.id()));
     let up: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
     assert_eq!(up["event"], "up", "{line}");
     let addrs: Vec<String> = ["runtime", "catalog", "workspace", "mcpProxy"]
@@ -176,7 +236,19 @@ async fn toolplane_up_with(
         wait_healthy(&ws, deadline),
         wait_healthy(&mcp, deadline),
     );
-    (banner, start.elapsed(), child)
+    let took = start.elapsed();
+    if let Some(at_line) = at_line {
+        let label = format!(
+            "{}{}",
+            binary.display(),
+            if new { ", new data directory" } else { "" }
+        );
+        SPENT
+            .lock()
+            .unwrap()
+            .push((label, at_line, spent(child.id())));
+    }
+    (banner, took, child)
 }
 
 fn serve_bare_tonic() {
@@ -279,6 +351,22 @@ fn main() {
                 bin.display(),
                 o.as_secs_f64() / b.as_secs_f64(),
                 median(other_banner)
+            );
+        }
+        let spent = std::mem::take(&mut *SPENT.lock().unwrap());
+        let mut labels: Vec<&String> = spent.iter().map(|(l, ..)| l).collect();
+        labels.sort();
+        labels.dedup();
+        for label in labels {
+            let of = |f: &dyn Fn(&(String, Spent, Spent)) -> f64| {
+                median_f(spent.iter().filter(|s| &s.0 == label).map(f).collect())
+            };
+            println!(
+                "spent by {label}: to its line {:.2} ms CPU, {} faults; to healthy {:.2} ms CPU, {} faults",
+                of(&|s| s.1.cpu_ms),
+                of(&|s| s.1.faults as f64),
+                of(&|s| s.2.cpu_ms),
+                of(&|s| s.2.faults as f64),
             );
         }
         println!(
