@@ -33,7 +33,7 @@ use tonic_health::pb::health_client::HealthClient;
 /// Set in the child that serves the baseline.
 const CHILD_ENV: &str = "TOOLPLANE_BENCH_BARE_TONIC";
 
-fn median(mut v: Vec<Duration>) -> Duration {
+fn median<T: Ord + Copy>(mut v: Vec<T>) -> T {
     v.sort();
     v[v.len() / 2]
 }
@@ -88,11 +88,11 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// What a process has spent so far: CPU over all its threads (ms, from each thread's
-/// `schedstat`) and minor page faults.
-#[derive(Debug, Clone, Copy, Default)]
+/// What a process has spent so far: CPU over all its threads (from each thread's `schedstat`)
+/// and minor page faults.
+#[derive(Debug, Clone, Copy)]
 struct Spent {
-    cpu_ms: f64,
+    cpu: Duration,
     faults: u64,
 }
 
@@ -116,7 +116,7 @@ fn spent(pid: u32) -> Spent {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
     Spent {
-        cpu_ms: cpu_ns as f64 / 1e6,
+        cpu: Duration::from_nanos(cpu_ns),
         faults,
     }
 }
@@ -130,9 +130,9 @@ fn sampling() -> bool {
     std::env::var_os("TOOLPLANE_BENCH_SPENT").is_some()
 }
 
-fn median_f(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+/// Records what process `pid` spent by now, once healthy, next to what it had spent at its line.
+fn record_spent(label: String, at_line: Spent, pid: u32) {
+    SPENT.lock().unwrap().push((label, at_line, spent(pid)));
 }
 
 /// The baseline: one bare tonic server (echo + health) in a fresh process, health-checked by
@@ -168,11 +168,11 @@ async fn bare_tonic(checks: u8) -> (Duration, Duration) {
     }
     let took = start.elapsed();
     if let Some(at_line) = at_line {
-        let label = format!("bare server, {checks} check(s)");
-        SPENT
-            .lock()
-            .unwrap()
-            .push((label, at_line, spent(child.id())));
+        record_spent(
+            format!("bare server, {checks} check(s)"),
+            at_line,
+            child.id(),
+        );
     }
     drop(child.stdin.take());
     let _ = child.kill();
@@ -243,10 +243,7 @@ async fn toolplane_up_with(
             binary.display(),
             if new { ", new data directory" } else { "" }
         );
-        SPENT
-            .lock()
-            .unwrap()
-            .push((label, at_line, spent(child.id())));
+        record_spent(label, at_line, child.id());
     }
     (banner, took, child)
 }
@@ -358,15 +355,13 @@ fn main() {
         labels.sort();
         labels.dedup();
         for label in labels {
-            let of = |f: &dyn Fn(&(String, Spent, Spent)) -> f64| {
-                median_f(spent.iter().filter(|s| &s.0 == label).map(f).collect())
-            };
+            let of = || spent.iter().filter(|s| &s.0 == label);
             println!(
-                "spent by {label}: to its line {:.2} ms CPU, {} faults; to healthy {:.2} ms CPU, {} faults",
-                of(&|s| s.1.cpu_ms),
-                of(&|s| s.1.faults as f64),
-                of(&|s| s.2.cpu_ms),
-                of(&|s| s.2.faults as f64),
+                "spent by {label}: to its line {:?} CPU, {} faults; to healthy {:?} CPU, {} faults",
+                median(of().map(|s| s.1.cpu).collect()),
+                median(of().map(|s| s.1.faults).collect()),
+                median(of().map(|s| s.2.cpu).collect()),
+                median(of().map(|s| s.2.faults).collect()),
             );
         }
         println!(
