@@ -7,6 +7,7 @@
 //! talks to the network or the store; it builds entries from facts it is given.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 use toolplane_core::builtin;
@@ -66,23 +67,33 @@ impl SourcedTool {
     }
 }
 
-/// The builtin tools, declared once in `toolplane_core::builtin`.
-pub fn builtin_tools() -> Result<Vec<SourcedTool>, CatalogError> {
-    builtin::descriptors()
-        .into_iter()
-        .map(|d| {
-            let runtime_only = builtin::is_runtime_only(d.id());
-            let mut tool = SourcedTool::plain(CatalogEntry::usable(ToolOrigin::Builtin, d)?);
-            if runtime_only {
-                tool.notes.push(Diagnostic::new(
-                    diag::RUNTIME_ONLY,
-                    "injected by the runtime into return-mode children; a profile cannot allow it",
-                    tool.id().to_string(),
-                ));
-            }
-            Ok(tool)
-        })
-        .collect()
+/// The builtin tools, declared once in `toolplane_core::builtin`: built on first use and shared
+/// by every catalog of the process. A catalog that starts does not need them before its first
+/// cell is assembled, so building them is not part of its start (about a third of it).
+///
+/// A builtin is its `builtin:` id and a constant descriptor, so turning it into an entry cannot
+/// fail; should it, the tool would be missing, never misdescribed, and
+/// `builtins_are_the_cores_nineteen` would say so.
+pub fn builtin_tools() -> &'static [SourcedTool] {
+    static TOOLS: OnceLock<Vec<SourcedTool>> = OnceLock::new();
+    TOOLS.get_or_init(|| {
+        builtin::descriptors()
+            .into_iter()
+            .filter_map(|d| {
+                let runtime_only = builtin::is_runtime_only(d.id());
+                let entry = CatalogEntry::usable(ToolOrigin::Builtin, d).ok()?;
+                let mut tool = SourcedTool::plain(entry);
+                if runtime_only {
+                    tool.notes.push(Diagnostic::new(
+                        diag::RUNTIME_ONLY,
+                        "injected by the runtime into return-mode children; a profile cannot allow it",
+                        tool.id().to_string(),
+                    ));
+                }
+                Some(tool)
+            })
+            .collect()
+    })
 }
 
 /// The tools of one external host registration.
@@ -255,7 +266,7 @@ mod tests {
 
     #[test]
     fn builtins_are_the_cores_nineteen() {
-        let tools = builtin_tools().unwrap();
+        let tools = builtin_tools();
         assert_eq!(tools.len(), 19);
         let task_return = tools
             .iter()

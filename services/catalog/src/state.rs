@@ -37,7 +37,6 @@ pub struct Catalog {
     pub(crate) config: CatalogConfig,
     pub(crate) records: Records,
     mcp: Option<McpClient>,
-    builtin: Vec<SourcedTool>,
     cells: Mutex<HashMap<CellId, Arc<Cell>>>,
 }
 
@@ -75,7 +74,6 @@ impl Catalog {
             None => None,
         };
         Ok(Catalog {
-            builtin: sources::builtin_tools()?,
             config,
             records,
             mcp,
@@ -167,7 +165,7 @@ impl Catalog {
         let cell = self.cell(cell).await?;
         let mut inputs = cell.inputs.lock().await;
         check_no_duplicates(
-            &self.builtin,
+            sources::builtin_tools(),
             &inputs,
             Replacing::Adapter(&adapter.adapter),
             &tools,
@@ -186,7 +184,7 @@ impl Catalog {
         let tools = sources::host_tools(host)?;
         let inputs = cell.inputs.lock().await;
         check_no_duplicates(
-            &self.builtin,
+            sources::builtin_tools(),
             &inputs,
             Replacing::Host(&host.host_id),
             &tools,
@@ -195,7 +193,7 @@ impl Catalog {
 
     fn rebuild(&self, cell: &Cell, inputs: &CellInputs) {
         let assembled = Assembled::build(Inputs {
-            builtin: &self.builtin,
+            builtin: sources::builtin_tools(),
             mcp: &inputs.mcp,
             hosts: &inputs.hosts,
             adapters: &inputs.adapters,

@@ -14,11 +14,25 @@ use toolplane::error::EXIT_FAILURE;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // The async runtime starts on another thread while this one parses the command line: each
+    // takes a few hundred microseconds of a start that `toolplane up` wants short, and neither
+    // needs the other ("`toolplane up`" in BENCHMARKS.md). A parse error or `--help` exits the
+    // process from here, runtime and all.
+    let building = std::thread::Builder::new()
+        .name("toolplane-start".into())
+        .spawn(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+        });
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let built = match building {
+        Ok(thread) => thread
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("the runtime's start panicked"))),
+        Err(e) => Err(e),
+    };
+    let runtime = match built {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("toolplane: cli.io: cannot start the async runtime: {e}");

@@ -155,9 +155,10 @@ impl Plane {
         let addr_of = |service: &'static str, l: &TcpListener| {
             l.local_addr().map_err(|e| start_err(service, e))
         };
-        // The services start concurrently and each creates its directory below this one.
-        tokio::fs::create_dir_all(&cfg.data_dir)
-            .await
+        // The services start concurrently and each creates its directory below this one. Done
+        // here rather than on the blocking pool: at start-up its first thread would be created
+        // for these few system calls, on the path to the first answer.
+        std::fs::create_dir_all(&cfg.data_dir)
             .map_err(|e| start_err("plane", format!("{}: {e}", cfg.data_dir.display())))?;
         let ws_addr = addr_of("workspace service", &ws_listener)?;
         let mcp_addr = addr_of("mcp-proxy", &mcp_listener)?;
