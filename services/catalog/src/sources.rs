@@ -69,7 +69,7 @@ impl SourcedTool {
 
 /// The builtin tools, declared once in `toolplane_core::builtin`: built on first use and shared
 /// by every catalog of the process. A catalog that starts does not need them before its first
-/// cell is assembled, so building them is not part of its start (about a third of it).
+/// cell is assembled, so building them is not part of its start (~60% of it, BENCHMARKS.md).
 ///
 /// A builtin is its `builtin:` id and a constant descriptor, so turning it into an entry cannot
 /// fail; should it, the tool would be missing, never misdescribed, and
