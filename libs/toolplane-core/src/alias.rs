@@ -1,4 +1,4 @@
-//! Model aliases (FEATURES S3, seed 000 §7.0): the names a model sees and calls.
+//! Model aliases: the names a model sees and calls.
 //!
 //! An alias exists only inside one invocation's snapshot. Rules:
 //! - builtin tools: the native name with every character outside `[A-Za-z0-9_-]` turned into `_`

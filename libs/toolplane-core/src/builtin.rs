@@ -1,4 +1,4 @@
-//! toolplane's own tools (seed 000 §7), declared once, in code.
+//! toolplane's own tools, declared once, in code.
 //!
 //! Each builtin is a canonical `builtin:<name>` descriptor with a description written for the
 //! calling model and a JSON Schema for its arguments. This module also says which service executes
@@ -71,7 +71,7 @@ pub fn is_terminal(id: &ToolId) -> bool {
     id.is_builtin(WORKSPACE_FINISH) || id.is_builtin(AGENT_HANDOFF) || id.is_builtin(TASK_RETURN)
 }
 
-/// Tools a return-mode child loses (seed 000 §6): chat commit, run finish and delegation control,
+/// Tools a return-mode child loses: chat commit, run finish and delegation control,
 /// including sub-agents offered as tools (they delegate under the hood).
 pub fn removed_for_return_child(id: &ToolId) -> bool {
     [
@@ -87,7 +87,7 @@ pub fn removed_for_return_child(id: &ToolId) -> bool {
         || matches!(id.provider(), crate::id::Provider::Agent(_))
 }
 
-/// Tools whose changed arguments mean progress, not a loop (seed 004's progress-aware tools).
+/// Tools whose changed arguments mean progress, not a loop.
 /// Delegating a different task each time is a fan-out, not a loop.
 pub fn is_progress_aware(id: &ToolId) -> bool {
     id.is_builtin(WORKSPACE_WRITE_FILE)

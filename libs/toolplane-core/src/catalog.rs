@@ -1,4 +1,4 @@
-//! The tool catalog (FEATURES C3, C4): the descriptors every source contributes, in one ordered set.
+//! The tool catalog: the descriptors every source contributes, in one ordered set.
 //!
 //! The catalog holds neutral facts only: which tools exist, where each comes from, and whether its
 //! source can use it right now (an MCP tool of a paused server is listed but not usable). It never
@@ -15,7 +15,7 @@ use crate::error::{CoreError, TOOL_DUPLICATE_ID, TOOL_INVALID_ID};
 use crate::id::{Provider, ToolId};
 use crate::selector::ToolSelector;
 
-/// The six tool sources of seed 004.
+/// The six sources a tool can come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolSource {
@@ -59,7 +59,7 @@ impl ToolSource {
     }
 }
 
-/// An MCP tool's permission (FEATURES M1). `Off` tools are never usable; `Ask` runs like `Allow`
+/// An MCP tool's permission. `Off` tools are never usable; `Ask` runs like `Allow`
 /// until approvals exist, and marks the binding as approval-required.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -158,7 +158,7 @@ impl fmt::Display for ToolOrigin {
     }
 }
 
-/// Why a tool that a profile selects cannot be bound (FEATURES M4, S1). Each becomes a
+/// Why a tool that a profile selects cannot be bound. Each becomes a
 /// `tool_omitted` diagnostic.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "reason", rename_all = "snake_case")]

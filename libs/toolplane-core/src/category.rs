@@ -1,13 +1,13 @@
-//! Tool categories (FEATURES C5): exploration or action, resolved by a four-level fallback.
+//! Tool categories: exploration or action, resolved by a four-level fallback.
 //!
-//! 1. the built-in map of toolplane's own tools (seed 004's `read`, `grep`, `glob`, `write`, `edit`,
-//!    `apply_patch`, `delegate_task`, `plan` map onto toolplane ids);
+//! 1. the built-in map of toolplane's own tools (reading, searching and
+//!    listing are exploration; writing, patching and delegating are action);
 //! 2. the consumer's extra categories (a profile's `extraCategories`);
 //! 3. the descriptor's `readOnlyHint` annotation (`true` → exploration);
 //! 4. action.
 //!
-//! Seed 004's `plan` tool is exploration; in toolplane a plan is a file under `plan/`, so a write or
-//! patch whose `path` is under `plan/` is exploration when arguments are known.
+//! Planning is exploration; in toolplane a plan is a file under `plan/`, so a write or patch whose
+//! `path` is under `plan/` is exploration when arguments are known.
 
 use std::collections::BTreeMap;
 
@@ -77,7 +77,7 @@ pub fn resolve(
 }
 
 /// The category of one call: like [`resolve`], except that a write or patch under `plan/` counts as
-/// exploration (seed 004's `plan`).
+/// exploration (writing a plan is planning, not acting).
 pub fn resolve_call(
     id: &ToolId,
     annotations: &ToolAnnotations,

@@ -1,4 +1,4 @@
-//! `ToolDescriptor` (FEATURES C2): the neutral description of a tool.
+//! `ToolDescriptor`: the neutral description of a tool.
 //!
 //! A descriptor holds what a tool *is* — id, title, description, schemas, raw annotations — and
 //! never what a profile or invocation makes of it: no alias, permission, executor or budget. Its

@@ -1,4 +1,4 @@
-//! `dice.roll` notation (FEATURES X4): `d6`, `1d20`, `3d6+4`, `2d10-1`.
+//! `dice.roll` notation: `d6`, `1d20`, `3d6+4`, `2d10-1`.
 //!
 //! Parsing and totalling are pure; the caller supplies the random source, so rolls are testable
 //! and the runtime decides where randomness comes from.

@@ -1,4 +1,4 @@
-//! The error taxonomy (seed 000 §11) and the one table of stable error codes.
+//! The error taxonomy and the one table of stable error codes.
 //!
 //! Every error the plane can report carries a code `namespace.snake_case` from [`CODES`]. A code
 //! belongs to exactly one [`ErrorClass`], and the class — not the message text — decides what
@@ -10,7 +10,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// What an error means for the run (seed 000 §11).
+/// What an error means for the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorClass {
@@ -152,7 +152,7 @@ codes! {
     POLICY_DENIED = ("policy.denied", PolicyDenied,
         "the call was refused by governance or a policy layer; the result names the reason");
 
-    // The snapshot and the turn contract (seed 000 §6, §8).
+    // The snapshot and the turn contract.
     SNAPSHOT_TOOL_OMITTED = ("snapshot.tool_omitted", Recoverable,
         "diagnostic: an allowed tool was left out of a snapshot (paused server, permission off, not cached, …)");
     MODEL_UNKNOWN_TOOL_ALIAS = ("model.unknown_tool_alias", ProviderContract,
@@ -170,7 +170,7 @@ codes! {
     MODEL_MALFORMED_RESPONSE = ("model.malformed_response", ProviderContract,
         "provider-native tool calls could not be parsed in the declared provider format");
 
-    // The request gate and the loop (seed 000 §7.0).
+    // The request gate and the loop.
     AGENT_TOOL_BUDGET_EXHAUSTED = ("agent.tool_budget_exhausted", Recoverable,
         "the invocation's total or this tool's call budget is used up");
     AGENT_TOOL_AFTER_FINISH = ("agent.tool_after_finish", Recoverable,

@@ -1,4 +1,4 @@
-//! The tool request gate (FEATURES S5; seed 000 §6, §7.0).
+//! The tool request gate.
 //!
 //! Every decoded call passes the gate before it may run: it must belong to this invocation's
 //! snapshot and to the current turn, respect the turn's tool choice, and fit the frozen budgets.

@@ -1,4 +1,4 @@
-//! Governance (FEATURES E5; seed 004 "执行流程"): Hardline → Sandbox → Zone, checked for every call
+//! Governance: Hardline → Sandbox → Zone, checked for every call
 //! after the gate and before the executor.
 //!
 //! - **Hardline**: rules from the plane's configuration that nothing overrides — paths that may never

@@ -1,4 +1,4 @@
-//! Tool identity (FEATURES C1): `ToolId = <provider>:<native>`, split at the first `:`.
+//! Tool identity: `ToolId = <provider>:<native>`, split at the first `:`.
 //!
 //! A `ToolId` is the one stable identity of a tool across sources; it never carries a model alias
 //! or display name. It is opaque to everything but this module: once parsed, nothing re-splits it.

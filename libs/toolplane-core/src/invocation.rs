@@ -1,4 +1,4 @@
-//! `ToolInvocation`: one decoded tool call, in canonical terms (seed 000 §6).
+//! `ToolInvocation`: one decoded tool call, in canonical terms.
 //!
 //! An invocation is produced only by decoding a provider call through a turn contract; it names
 //! the tool by `ToolId`, never by alias. Arguments the model got wrong (not JSON, not an object, too

@@ -1,4 +1,4 @@
-//! Policy resolution across layers (FEATURES S6, seed 000 §6).
+//! Policy resolution across layers.
 //!
 //! Inputs: the user (actor) policy and the platform (cell) policy kept by the catalog, the plan
 //! node's policy from the run spec, the agent profile, and the source's own facts (an MCP tool's
@@ -22,7 +22,7 @@ use crate::catalog::{CatalogEntry, McpPermission, OmitReason, ToolOrigin};
 use crate::profile::Profile;
 use crate::selector::{ToolSelector, first_match};
 
-/// What happens when governance denies a call at run time (S6): a policy-denied tool result the
+/// What happens when governance denies a call at run time: a policy-denied tool result the
 /// model can read (the default), or the run fails.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -32,7 +32,7 @@ pub enum DeniedCallMode {
     FailRun,
 }
 
-/// The cell's policy (seed 004's `DisabledEngineSkills` and platform denies).
+/// The cell's policy: tools switched off for the whole cell, the platform's denies and approvals.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PlatformPolicy {

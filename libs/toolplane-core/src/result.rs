@@ -1,4 +1,4 @@
-//! `AgentToolResult` (FEATURES E2; seed 000 §4, §9): what a tool call produced.
+//! `AgentToolResult`: what a tool call produced.
 //!
 //! `call_id` and `tool_id` must equal the original invocation's before the result is interpreted,
 //! audited or put in a transcript ([`AgentToolResult::verify_identity`]). The model sees `content`

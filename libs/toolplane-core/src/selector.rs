@@ -1,6 +1,6 @@
-//! Tool selectors: how profiles and policy layers name tools (FEATURES C7).
+//! Tool selectors: how profiles and policy layers name tools.
 //!
-//! - `*` — every tool (seed 004's "all");
+//! - `*` — every tool;
 //! - an exact id, `builtin:workspace.read_file`, `ext/crm:lookup`, `mcp/<uuid>:search`;
 //! - a provider prefix ending in `*`, `builtin:workspace.*`, `ext/crm:*`;
 //! - an MCP tool by server display name, `mcp:<server name>/<tool>`, `mcp:<server name>/<prefix>*`

@@ -1,4 +1,4 @@
-//! The invocation tool snapshot and its compiler (FEATURES S1, S2; seed 000 §6, §7.0).
+//! The invocation tool snapshot and its compiler.
 //!
 //! A snapshot is compiled once when an invocation opens, from the resolved profile, the policy
 //! layers, the exit policy and the catalog, and then never recomputed: every later step (turns,
@@ -40,7 +40,7 @@ pub enum Executor {
     SubAgent { profile_id: String },
 }
 
-/// How an invocation ends (S2).
+/// How an invocation ends.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ExitPolicy {

@@ -1,4 +1,4 @@
-//! The tool turn contract (FEATURES S4; seed 000 §6, §8): what one model call may request.
+//! The tool turn contract: what one model call may request.
 //!
 //! A contract is derived from the snapshot for each model call: the tools advertised this turn, their
 //! aliases and the typed tool choice. Provider calls are decoded through this turn's alias map

@@ -1,4 +1,4 @@
-//! Table tests of the snapshot compiler (FEATURES S1, S2, S6): deny over allow, allow and selector
+//! Table tests of the snapshot compiler: deny over allow, allow and selector
 //! order, return-mode child rules, handoff, omitted tools with their reasons.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test fixtures fail loudly

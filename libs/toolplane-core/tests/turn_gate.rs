@@ -1,4 +1,4 @@
-//! Table tests of turn decoding (S4) and the request gate (S5): every fail-fast case, choice
+//! Table tests of turn decoding and the request gate: every fail-fast case, choice
 //! violations, and the exact boundaries of the total and per-tool budgets.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test fixtures fail loudly

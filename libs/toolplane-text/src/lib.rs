@@ -1,4 +1,4 @@
-//! toolplane-text: the text rules every model-facing search and read shares (seed 000 §7.2).
+//! toolplane-text: the text rules every model-facing search and read shares.
 //!
 //! - [`query`]: one query normalisation for `workspace.search_files`, `chat.search` and
 //!   `skill.search`, the matcher that finds its terms, and the score that ranks hits.

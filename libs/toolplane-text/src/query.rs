@@ -1,5 +1,5 @@
-//! The one query normalisation of `workspace.search_files`, `chat.search` and `skill.search`
-//! (seed 000 §7.2), the matcher that finds a query's terms in text, and the score that ranks hits.
+//! The one query normalisation of `workspace.search_files`, `chat.search` and `skill.search`,
+//! the matcher that finds a query's terms in text, and the score that ranks hits.
 //! Owns the rules; must never know where the text came from.
 //!
 //! Normalisation: a query holding letters, digits or `_` is split into lowercase word terms (runs

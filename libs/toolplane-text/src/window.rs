@@ -1,4 +1,4 @@
-//! 1-based line windows with continuation (seed 000 §7.2). Owns how a text is cut into the lines a
+//! 1-based line windows with continuation. Owns how a text is cut into the lines a
 //! model addresses and how a window that would exceed its character budget becomes a successful
 //! preview with `next_start_line`; must never page by characters (an over-long single line is cut
 //! and marked, not split into character pages).

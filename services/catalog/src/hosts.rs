@@ -1,4 +1,4 @@
-//! External tool hosts (FEATURES C4): any process, in any language, that implements
+//! External tool hosts: any process, in any language, that implements
 //! `toolplane.v1.ToolExecutor` and registers its tools here with its endpoint. SDK tools,
 //! plugins and extensions all arrive this way, as `ext/<host-id>:<name>`.
 //!

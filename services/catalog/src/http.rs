@@ -1,4 +1,4 @@
-//! The HTTP reading surface (seed 004): `GET /tools` (JSON listings with JSON Schemas),
+//! The HTTP reading surface: `GET /tools` (JSON listings with JSON Schemas),
 //! `GET /tools/descriptions` (plain text), `GET /tools/omitted` (what a profile names but would
 //! not see), `GET /sources` (each source's state), `GET /healthz` and `GET /metrics` (Prometheus
 //! text).

@@ -1,4 +1,4 @@
-//! The policy layers the catalog keeps (FEATURES S6): the platform policy of each cell (its
+//! The policy layers the catalog keeps: the platform policy of each cell (its
 //! disabled tools and the denies no profile can override) and the user policy of each actor.
 //!
 //! Owns parsing them (the core's `PlatformPolicy` / `UserPolicy`, unknown fields rejected),

@@ -1,4 +1,4 @@
-//! Agent profiles (FEATURES C7): put, get, list and delete, versioned with the store's
+//! Agent profiles: put, get, list and delete, versioned with the store's
 //! compare-and-swap, validated by the core's profile parser; and the start-up directory of
 //! profile files.
 //!

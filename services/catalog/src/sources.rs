@@ -1,4 +1,4 @@
-//! The tool sources the catalog gathers (seed 004's six, minus per-run tools, which arrive in the
+//! The tool sources the catalog gathers (the six sources of the core's `ToolSource`, minus per-run tools, which arrive in the
 //! run spec): builtin descriptors declared in the core, MCP tools from the mcp-proxy's cache,
 //! external tool hosts' registrations, adapter-derived tools and sub-agents offered as tools.
 //!

@@ -1,4 +1,4 @@
-//! The cached tool catalog of one registration (FEATURES M3, M4): what discovery found, as stored
+//! The cached tool catalog of one registration: what discovery found, as stored
 //! on disk and held in memory, and whether each tool is usable right now.
 //!
 //! [`CatalogBuilder`] turns the pages of `tools/list` into a [`LiveCatalog`], dropping tools

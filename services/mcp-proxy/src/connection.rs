@@ -1,4 +1,4 @@
-//! Connections to MCP servers (FEATURES M2, M7): starting or reaching a server, the MCP handshake
+//! Connections to MCP servers: starting or reaching a server, the MCP handshake
 //! through rmcp, liveness, and closing (which stops and reaps a stdio child).
 //!
 //! A [`Connection`] is one initialized rmcp client session. It knows when it has died (`dead`),

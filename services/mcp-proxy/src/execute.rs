@@ -1,4 +1,4 @@
-//! MCP execution (FEATURES M5, M7): one `ToolExecutor.Execute` call against an MCP server.
+//! MCP execution: one `ToolExecutor.Execute` call against an MCP server.
 //!
 //! Right before sending, the call is rechecked against the registration as it is *now*: it
 //! exists, is active, the tool is cached, usable and not off, the arguments are a JSON object of
@@ -41,7 +41,7 @@ use crate::proxy::{McpProxy, Server};
 use crate::registration::{ServerState, cell_ref, shown};
 use crate::stdio::{MALFORMED_MARKER, Violation};
 
-/// Largest arguments object sent to an MCP server, in bytes of JSON (seed 000 §7.0).
+/// Largest arguments object sent to an MCP server, in bytes of JSON.
 pub const MAX_ARGUMENT_BYTES: usize = 256 * 1024;
 
 /// Whether a call's effects are known.

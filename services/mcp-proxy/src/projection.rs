@@ -1,4 +1,4 @@
-//! The MCP result projection (FEATURES M6; seed 000 §7.0): what the model reads of an MCP
+//! The MCP result projection: what the model reads of an MCP
 //! `CallToolResult`.
 //!
 //! Text content is kept verbatim. Structured content becomes a `## Details` section (`## Error

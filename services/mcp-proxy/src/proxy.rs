@@ -1,4 +1,4 @@
-//! The mcp-proxy itself (FEATURES M1, M3, M4, M7): registrations in memory and in the store, one
+//! The mcp-proxy itself: registrations in memory and in the store, one
 //! connection supervisor per server, discovery into the cached catalog, and the listings.
 //!
 //! [`McpProxy`] is what the gRPC layer calls. Every admin mutation is serialized by one lock and
@@ -266,8 +266,8 @@ pub(crate) fn now_ms() -> i64 {
 
 impl McpProxy {
     /// Loads every registration from `store` (the proxy's namespace) and starts a supervisor per
-    /// registration, which connects the active ones in the background — stdio servers (seed 004's
-    /// plugins) start with the proxy.
+    /// registration, which connects the active ones in the background — stdio servers (locally
+    /// installed plugins) start with the proxy.
     pub async fn open(
         store: Arc<dyn Store>,
         settings: ProxySettings,

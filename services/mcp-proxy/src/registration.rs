@@ -1,4 +1,4 @@
-//! MCP server registrations (FEATURES M1): what the proxy stores about a server, how it is
+//! MCP server registrations: what the proxy stores about a server, how it is
 //! validated, and the limits every registration runs under.
 //!
 //! A [`Registration`] is the durable, versioned record of one server: display name, transport,

@@ -1,4 +1,4 @@
-//! The stdio transport (FEATURES M2): an MCP server as a child process, one JSON-RPC message per
+//! The stdio transport: an MCP server as a child process, one JSON-RPC message per
 //! line on its stdin and stdout, its stderr captured into the proxy's logs.
 //!
 //! The proxy owns this transport rather than using rmcp's child-process transport because it
