@@ -58,8 +58,17 @@ impl DiceRoll {
         };
         let (sides, modifier) = match rest.find(['+', '-']) {
             Some(i) => {
-                let m: i64 = rest[i + 1..].parse().map_err(|_| err("bad modifier"))?;
-                (&rest[..i], if &rest[i..=i] == "-" { -m } else { m })
+                // Digits only after the sign, bounded before it is applied: `+-5` is not a
+                // modifier, and no value can overflow on negation.
+                let digits = &rest[i + 1..];
+                if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(err("bad modifier"));
+                }
+                let m: i64 = match digits.parse() {
+                    Ok(m) if m <= MAX_MODIFIER => m,
+                    _ => return Err(err("the modifier is at most 10000")),
+                };
+                (&rest[..i], if rest[i..].starts_with('-') { -m } else { m })
             }
             None => (rest, 0),
         };
@@ -69,9 +78,6 @@ impl DiceRoll {
         }
         if !(2..=MAX_SIDES).contains(&sides) {
             return Err(err("dice have 2 to 1000 sides"));
-        }
-        if modifier.abs() > MAX_MODIFIER {
-            return Err(err("the modifier is at most 10000"));
         }
         Ok(DiceRoll {
             count,
@@ -173,12 +179,35 @@ mod tests {
             "3d6+x",
             "xd6",
             "3d6+99999",
+            "d6--9223372036854775808",
+            "d6-9223372036854775808",
+            "d6+99999999999999999999",
+            "d6+-5",
+            "d6++5",
+            "d6+5+5",
+            "\u{e9}d6",
+            "d6\u{e9}",
         ] {
             assert_eq!(
                 DiceRoll::parse(bad).unwrap_err().code,
                 TOOL_INVALID_ARGUMENTS,
                 "{bad}"
             );
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever the model sends, parsing answers (a roll or a recoverable error) and a parsed
+        /// roll's total stays within its bounds.
+        #[test]
+        fn any_notation_parses_or_is_refused(notation in ".{0,40}", extreme in proptest::num::i64::ANY) {
+            for text in [notation.clone(), format!("d6+{extreme}"), format!("d6-{extreme}"), format!("2d8{extreme}")] {
+                if let Ok(roll) = DiceRoll::parse(&text) {
+                    proptest::prop_assert!(roll.modifier.abs() <= MAX_MODIFIER);
+                    let out = roll.roll(|sides| sides);
+                    proptest::prop_assert!(out.total <= i64::from(MAX_DICE * MAX_SIDES) + MAX_MODIFIER);
+                }
+            }
         }
     }
 

@@ -15,36 +15,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::id::ToolId;
-
-/// Argument keys whose string values are treated as paths.
-const PATH_KEYS: [&str; 12] = [
-    "path",
-    "file",
-    "filename",
-    "file_path",
-    "filepath",
-    "dir",
-    "directory",
-    "source",
-    "destination",
-    "target",
-    "cwd",
-    "root",
-];
-
-/// Configured rules nothing overrides.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct HardlineRules {
-    /// Path globs no call may name (`*` matches within a segment, `**` across segments), e.g.
-    /// `/etc/**`, `**/.ssh/**`, `persist/secrets/**`.
-    #[serde(default)]
-    pub never_paths: Vec<String>,
-    /// Fragments no string argument may contain, compared case-insensitively, e.g. `rm -rf /`.
-    #[serde(default)]
-    pub never_argument_fragments: Vec<String>,
-}
+pub use crate::hardline::{HardlineRules, HardlineSpec, NamedRule};
+use crate::hardline::{PathScope, is_path_key};
+use crate::id::{Provider, ToolId};
+use crate::lexpath;
 
 /// Which layer refused a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,6 +35,9 @@ pub enum GovernanceLayer {
 pub struct Denial {
     pub layer: GovernanceLayer,
     pub reason: String,
+    /// The Hardline rule that refused the call (its name, or the glob or fragment it is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
 }
 
 /// What governance reads about the call's surroundings.
@@ -87,107 +64,132 @@ pub fn check(
     tool: &ToolId,
     args: &Map<String, Value>,
 ) -> Result<(), Denial> {
-    let workspace_tool = is_workspace_path_tool(tool);
+    hardline(rules, ctx, tool, args)?;
     let mut paths = Vec::new();
     collect_paths(args, &mut paths);
-
-    // Hardline.
-    let mut strings = Vec::new();
-    collect_strings(&Value::Object(args.clone()), &mut strings);
-    for fragment in &rules.never_argument_fragments {
-        let needle = fragment.to_lowercase();
-        if !needle.is_empty() && strings.iter().any(|s| s.to_lowercase().contains(&needle)) {
-            return Err(Denial {
-                layer: GovernanceLayer::Hardline,
-                reason: format!("arguments contain the forbidden fragment `{fragment}`"),
-            });
-        }
+    if is_workspace_path_tool(tool) {
+        paths
+            .iter()
+            .try_for_each(|p| sandbox_workspace(ctx, tool, p))?;
+    } else {
+        paths.iter().try_for_each(|p| sandbox_host(ctx, p))?;
     }
-    for path in &paths {
-        if let Some(glob) = rules.never_paths.iter().find(|g| glob_match(g, path)) {
-            return Err(Denial {
-                layer: GovernanceLayer::Hardline,
-                reason: format!("`{path}` matches the never-allowed path `{glob}`"),
-            });
-        }
-    }
+    zone(ctx)
+}
 
-    // Sandbox.
-    for path in &paths {
-        if workspace_tool {
-            let writes = is_workspace_write(tool);
-            let roots = if writes {
-                ctx.writable_roots
-            } else {
-                ctx.visible_roots
-            };
-            // Only check paths that are plausibly workspace paths; the workspace service refuses
-            // malformed ones with its own recoverable errors.
-            let normalized = path.trim_start_matches("./");
-            let in_roots = normalized.is_empty()
-                || roots
-                    .iter()
-                    .any(|r| normalized.starts_with(r.as_str()) || format!("{normalized}/") == *r)
-                || (!writes && normalized.starts_with("tool-results/"));
-            if !in_roots {
-                let kind = if writes { "writable" } else { "visible" };
-                return Err(Denial {
-                    layer: GovernanceLayer::Sandbox,
-                    reason: format!(
-                        "`{path}` is outside this invocation's {kind} roots ({})",
-                        roots.join(" ")
-                    ),
-                });
-            }
-            if let Some(deny) = ctx
-                .deny_paths
-                .iter()
-                .find(|d| normalized.starts_with(d.trim_start_matches("./")))
-            {
-                return Err(Denial {
-                    layer: GovernanceLayer::Sandbox,
-                    reason: format!("`{path}` is under the denied path `{deny}`"),
-                });
-            }
-        } else {
-            let full = absolutize(path, ctx.work_dir);
-            if let Some(deny) = ctx.deny_paths.iter().find(|d| under(&full, d)) {
-                return Err(Denial {
-                    layer: GovernanceLayer::Sandbox,
-                    reason: format!("`{path}` is under the denied path `{deny}`"),
-                });
-            }
-            if !ctx.allow_paths.is_empty()
-                && full.starts_with('/')
-                && !ctx.allow_paths.iter().any(|a| under(&full, a))
-            {
-                return Err(Denial {
-                    layer: GovernanceLayer::Sandbox,
-                    reason: format!(
-                        "`{path}` is not under an allowed path ({})",
-                        ctx.allow_paths.join(" ")
-                    ),
-                });
-            }
-        }
+fn hardline(
+    rules: &HardlineRules,
+    ctx: &GovernanceContext<'_>,
+    tool: &ToolId,
+    args: &Map<String, Value>,
+) -> Result<(), Denial> {
+    // Builtin tools name their paths in path-named keys; every other tool's arguments are opaque
+    // to toolplane, so every string of them is read as a possible path.
+    let (scope, work_dir) = match tool.provider() {
+        Provider::Builtin if is_workspace_path_tool(tool) => (PathScope::PathKeys, ""),
+        Provider::Builtin => (PathScope::PathKeys, ctx.work_dir),
+        _ => (PathScope::Everything, ctx.work_dir),
+    };
+    match rules.find_violation(args, scope, work_dir) {
+        None => Ok(()),
+        Some(v) => Err(Denial {
+            layer: GovernanceLayer::Hardline,
+            reason: format!("{} (rule `{}`)", v.reason, v.rule),
+            rule: Some(v.rule),
+        }),
     }
+}
 
-    // Zone.
-    if ctx.run_cell != ctx.call_cell {
-        return Err(Denial {
-            layer: GovernanceLayer::Zone,
-            reason: format!(
-                "the call acts for cell `{}` but the run belongs to cell `{}`",
-                ctx.call_cell, ctx.run_cell
+/// A workspace tool's path against the invocation's roots and the run's deny paths. Paths that do
+/// not parse as workspace paths are left to the workspace, which refuses them with its own
+/// recoverable errors; `..` is resolved here so it cannot walk out of a root unseen.
+fn sandbox_workspace(ctx: &GovernanceContext<'_>, tool: &ToolId, path: &str) -> Result<(), Denial> {
+    let writes = is_workspace_write(tool);
+    let roots = if writes {
+        ctx.writable_roots
+    } else {
+        ctx.visible_roots
+    };
+    let normalized = match lexpath::normalize(path) {
+        n if n == "." => String::new(),
+        n => n,
+    };
+    let in_roots = normalized.is_empty()
+        || roots
+            .iter()
+            .any(|r| normalized.starts_with(r.as_str()) || format!("{normalized}/") == *r)
+        || (!writes && normalized.starts_with("tool-results/"));
+    if !in_roots {
+        let kind = if writes { "writable" } else { "visible" };
+        return Err(denial(
+            GovernanceLayer::Sandbox,
+            format!(
+                "`{path}` is outside this invocation's {kind} roots ({})",
+                roots.join(" ")
             ),
-        });
+        ));
+    }
+    if let Some(deny) = ctx
+        .deny_paths
+        .iter()
+        .find(|d| lexpath::is_under(&normalized, d))
+    {
+        return Err(denial(
+            GovernanceLayer::Sandbox,
+            format!("`{path}` is under the denied path `{deny}`"),
+        ));
     }
     Ok(())
 }
 
+/// Another tool's host path against the run's allow and deny paths, resolved against its working
+/// directory first.
+fn sandbox_host(ctx: &GovernanceContext<'_>, path: &str) -> Result<(), Denial> {
+    let full = lexpath::absolutize(path, ctx.work_dir);
+    if let Some(deny) = ctx.deny_paths.iter().find(|d| lexpath::is_under(&full, d)) {
+        return Err(denial(
+            GovernanceLayer::Sandbox,
+            format!("`{path}` is under the denied path `{deny}`"),
+        ));
+    }
+    if !ctx.allow_paths.is_empty()
+        && full.starts_with('/')
+        && !ctx.allow_paths.iter().any(|a| lexpath::is_under(&full, a))
+    {
+        return Err(denial(
+            GovernanceLayer::Sandbox,
+            format!(
+                "`{path}` is not under an allowed path ({})",
+                ctx.allow_paths.join(" ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn zone(ctx: &GovernanceContext<'_>) -> Result<(), Denial> {
+    if ctx.run_cell != ctx.call_cell {
+        return Err(denial(
+            GovernanceLayer::Zone,
+            format!(
+                "the call acts for cell `{}` but the run belongs to cell `{}`",
+                ctx.call_cell, ctx.run_cell
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn denial(layer: GovernanceLayer, reason: String) -> Denial {
+    Denial {
+        layer,
+        reason,
+        rule: None,
+    }
+}
+
 fn is_workspace_path_tool(tool: &ToolId) -> bool {
-    matches!(tool.provider(), crate::id::Provider::Builtin)
-        && tool.native().starts_with("workspace.")
+    matches!(tool.provider(), Provider::Builtin) && tool.native().starts_with("workspace.")
 }
 
 fn is_workspace_write(tool: &ToolId) -> bool {
@@ -195,77 +197,17 @@ fn is_workspace_write(tool: &ToolId) -> bool {
         || tool.is_builtin(crate::builtin::WORKSPACE_APPLY_PATCH)
 }
 
+/// The values of path-named keys, at any depth (arrays keep their key).
 fn collect_paths(args: &Map<String, Value>, out: &mut Vec<String>) {
-    for (k, v) in args {
-        if let Value::String(s) = v
-            && PATH_KEYS.contains(&k.to_ascii_lowercase().as_str())
-        {
-            out.push(s.clone());
+    fn walk(v: &Value, path_key: bool, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) if path_key => out.push(s.clone()),
+            Value::Array(items) => items.iter().for_each(|i| walk(i, path_key, out)),
+            Value::Object(map) => map.iter().for_each(|(k, v)| walk(v, is_path_key(k), out)),
+            _ => {}
         }
     }
-}
-
-fn collect_strings(v: &Value, out: &mut Vec<String>) {
-    match v {
-        Value::String(s) => out.push(s.clone()),
-        Value::Array(items) => items.iter().for_each(|i| collect_strings(i, out)),
-        Value::Object(map) => map.values().for_each(|i| collect_strings(i, out)),
-        _ => {}
-    }
-}
-
-fn absolutize(path: &str, work_dir: &str) -> String {
-    if path.starts_with('/') || work_dir.is_empty() {
-        path.to_owned()
-    } else {
-        format!(
-            "{}/{}",
-            work_dir.trim_end_matches('/'),
-            path.trim_start_matches("./")
-        )
-    }
-}
-
-/// Whether `path` is `base` or below it, segment-wise.
-fn under(path: &str, base: &str) -> bool {
-    let base = base.trim_end_matches('/');
-    path == base
-        || path
-            .strip_prefix(base)
-            .is_some_and(|rest| rest.starts_with('/'))
-        || base.is_empty()
-}
-
-/// Glob matching on `/`-separated paths: `*` matches within one segment, `**` any number of
-/// segments (including none).
-pub fn glob_match(glob: &str, path: &str) -> bool {
-    let g: Vec<&str> = glob.split('/').collect();
-    let p: Vec<&str> = path.split('/').collect();
-    match_segments(&g, &p)
-}
-
-fn match_segments(g: &[&str], p: &[&str]) -> bool {
-    match g.split_first() {
-        None => p.is_empty(),
-        Some((&"**", rest)) => (0..=p.len()).any(|i| match_segments(rest, &p[i..])),
-        Some((seg, rest)) => p
-            .split_first()
-            .is_some_and(|(ps, prest)| match_segment(seg, ps) && match_segments(rest, prest)),
-    }
-}
-
-fn match_segment(glob: &str, s: &str) -> bool {
-    match glob.split_once('*') {
-        None => glob == s,
-        Some((head, tail)) => {
-            s.starts_with(head) && {
-                let rest = &s[head.len()..];
-                (0..=rest.len())
-                    .filter(|i| rest.is_char_boundary(*i))
-                    .any(|i| match_segment(tail, &rest[i..]))
-            }
-        }
-    }
+    args.iter().for_each(|(k, v)| walk(v, is_path_key(k), out));
 }
 
 #[cfg(test)]
@@ -300,20 +242,12 @@ mod tests {
     }
 
     #[test]
-    fn globs() {
-        assert!(glob_match("/etc/**", "/etc/passwd"));
-        assert!(glob_match("**/.ssh/**", "/home/a/.ssh/id_rsa"));
-        assert!(glob_match("persist/*.key", "persist/a.key"));
-        assert!(!glob_match("persist/*.key", "persist/x/a.key"));
-        assert!(glob_match("**", "anything/at/all"));
-    }
-
-    #[test]
     fn layers_in_order() {
-        let rules = HardlineRules {
-            never_paths: vec!["output/secret/**".into()],
-            never_argument_fragments: vec!["RM -RF /".into()],
-        };
+        let rules: HardlineRules = serde_json::from_value(json!({
+            "neverPaths": ["output/secret/**"],
+            "neverArgumentFragments": ["RM -RF /"],
+        }))
+        .unwrap();
         let (v, w) = (roots(), vec!["output/".into()]);
         let none: Vec<String> = vec![];
         let write = ToolId::builtin("workspace.write_file").unwrap();
@@ -402,6 +336,87 @@ mod tests {
             .is_err()
         );
         assert!(check(&rules, &c, &ext, &args(json!({"path": "/etc/passwd"}))).is_err());
+        // Climbing out of an allowed path, or into a denied one, is seen through.
+        for escape in [
+            json!({"path": "/srv/work/../../etc/passwd"}),
+            json!({"path": "../../etc/passwd"}),
+            json!({"path": "notes/../private/k"}),
+            json!({"opts": {"target": "/srv/work/./private//k"}}),
+        ] {
+            assert_eq!(
+                check(&rules, &c, &ext, &args(escape.clone()))
+                    .unwrap_err()
+                    .layer,
+                GovernanceLayer::Sandbox,
+                "{escape}"
+            );
+        }
+    }
+
+    #[test]
+    fn workspace_paths_cannot_climb_out_of_their_roots() {
+        let (v, w) = (roots(), vec!["output/".to_owned()]);
+        let deny = vec!["output/private".to_owned()];
+        let c = ctx(&v, &w, &[], &deny);
+        let write = ToolId::builtin("workspace.write_file").unwrap();
+        let rules = HardlineRules::default();
+        let denied =
+            |p: &str| check(&rules, &c, &write, &args(json!({"path": p, "content": ""}))).err();
+        assert!(denied("output/a.md").is_none());
+        assert!(
+            denied("output/privateer.md").is_none(),
+            "deny paths are segment-wise"
+        );
+        for p in [
+            "output/../plan/a.md",
+            "output/private/../private/k",
+            "./output/private/k",
+        ] {
+            assert_eq!(
+                denied(p).map(|d| d.layer),
+                Some(GovernanceLayer::Sandbox),
+                "{p}"
+            );
+        }
+    }
+
+    #[test]
+    fn hardline_reads_every_string_of_tools_it_cannot_read() {
+        let rules: HardlineRules =
+            serde_json::from_value(json!({"neverPaths": ["/etc/**", "output/secret/**"]})).unwrap();
+        let none: Vec<String> = vec![];
+        let c = ctx(&none, &none, &none, &none);
+        let mcp = ToolId::parse("mcp/0f8e2c1a-5b7d-4e3f-9a1b-2c3d4e5f6a7b:run_command").unwrap();
+        let d = check(
+            &rules,
+            &c,
+            &mcp,
+            &args(json!({"command": "cat /srv/../etc/shadow"})),
+        )
+        .unwrap_err();
+        assert_eq!(d.layer, GovernanceLayer::Hardline);
+        assert_eq!(d.rule.as_deref(), Some("/etc/**"));
+        // A builtin's free text is not a path: only its path-named keys are.
+        let write = ToolId::builtin("workspace.write_file").unwrap();
+        let (v, w) = (roots(), vec!["output/".to_owned()]);
+        let c = ctx(&v, &w, &none, &none);
+        assert!(
+            check(
+                &rules,
+                &c,
+                &write,
+                &args(json!({"path": "output/a.md", "content": "see /etc/hosts"}))
+            )
+            .is_ok()
+        );
+        let d = check(
+            &rules,
+            &c,
+            &write,
+            &args(json!({"path": "output/x/../secret/k", "content": ""})),
+        )
+        .unwrap_err();
+        assert_eq!(d.layer, GovernanceLayer::Hardline);
     }
 
     #[test]

@@ -120,11 +120,18 @@ impl PageToken {
         if token.len() > 2048 || !token.len().is_multiple_of(2) {
             return Err(bad());
         }
-        let bytes = (0..token.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&token[i..i + 2], 16))
-            .collect::<Result<Vec<u8>, _>>()
-            .map_err(|_| bad())?;
+        // Pairs of bytes, not of characters: the token is untrusted and need not be ASCII.
+        let hex = |b: u8| {
+            char::from(b)
+                .to_digit(16)
+                .and_then(|d| u8::try_from(d).ok())
+                .ok_or_else(bad)
+        };
+        let bytes = token
+            .as_bytes()
+            .chunks_exact(2)
+            .map(|pair| Ok((hex(pair[0])? << 4) | hex(pair[1])?))
+            .collect::<Result<Vec<u8>, CatalogError>>()?;
         let raw = String::from_utf8(bytes).map_err(|_| bad())?;
         let (offset, last_id) = raw.split_once(':').ok_or_else(bad)?;
         Ok(Some(PageToken {
@@ -398,7 +405,27 @@ mod tests {
         assert_eq!(PageToken::start(Some(&token), gone.iter().copied()), 2);
     }
 
+    #[test]
+    fn a_token_that_is_not_ascii_is_refused_not_a_panic() {
+        for bad in ["a\u{e9}b", "\u{e9}\u{e9}", "0\u{1f600}0", "zz"] {
+            assert_eq!(
+                PageToken::decode(bad).unwrap_err().code(),
+                "catalog.invalid_request",
+                "{bad:?}"
+            );
+        }
+    }
+
     proptest! {
+        /// No string, however it was made, panics the decoder; what it accepts encodes back to
+        /// itself.
+        #[test]
+        fn any_token_decodes_or_is_refused(token in ".{0,64}") {
+            if let Ok(Some(t)) = PageToken::decode(&token) {
+                prop_assert_eq!(t.encode(), token.to_ascii_lowercase());
+            }
+        }
+
         /// Walking every page of a list returns each item exactly once, in order, whatever the
         /// page size and byte budget.
         #[test]

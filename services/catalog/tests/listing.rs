@@ -143,6 +143,15 @@ async fn filters_and_pages() {
     assert_eq!(err["code"], "catalog.invalid_request");
     let (status, _, _) = http_get(&c, "/tools?cell=Not%20A%20Cell").await;
     assert_eq!(status, 400);
+    // A page token that is not ASCII is refused like any other, and the catalog keeps serving.
+    for token in ["a%C3%A9b", "%F0%9F%98%80%F0%9F%98%80"] {
+        let (status, _, body) = http_get(&c, &format!("/tools?page_token={token}")).await;
+        assert_eq!(status, 400, "{token}: {body}");
+        let err: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(err["code"], "catalog.invalid_request");
+    }
+    let (status, _, _) = http_get(&c, "/tools").await;
+    assert_eq!(status, 200);
     c.shutdown().await.unwrap();
 }
 

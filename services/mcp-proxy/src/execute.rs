@@ -44,6 +44,9 @@ use crate::stdio::{MALFORMED_MARKER, Violation};
 /// Largest arguments object sent to an MCP server, in bytes of JSON.
 pub const MAX_ARGUMENT_BYTES: usize = 256 * 1024;
 
+/// The longest any one MCP call may run, whatever timeout or deadline its caller sends.
+pub const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
 /// Whether a call's effects are known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -220,13 +223,17 @@ impl McpProxy {
         };
         let reg = server.registration();
         let limits = self.limits_of(&reg);
-        let timeout = call.timeout.unwrap_or(limits.call_timeout);
-        let mut deadline = tokio::time::Instant::now() + timeout;
+        // The caller's timeout and deadline only ever shorten the call; the server's own limit
+        // caps both, so no caller-chosen duration reaches the clock arithmetic unbounded.
+        let mut timeout = call
+            .timeout
+            .unwrap_or(limits.call_timeout)
+            .min(MAX_CALL_TIMEOUT);
         if call.deadline_unix_ms > 0 {
-            let left = call.deadline_unix_ms - crate::proxy::now_ms();
-            let left = Duration::from_millis(u64::try_from(left).unwrap_or(0));
-            deadline = deadline.min(tokio::time::Instant::now() + left);
+            let left = call.deadline_unix_ms.saturating_sub(crate::proxy::now_ms());
+            timeout = timeout.min(Duration::from_millis(u64::try_from(left).unwrap_or(0)));
         }
+        let deadline = tokio::time::Instant::now() + timeout;
         if let Some(refused) = recheck(&server, native) {
             return Ok(refused);
         }

@@ -31,18 +31,28 @@ fn required<T>(v: Option<T>, what: &str) -> Result<T, Status> {
     v.ok_or_else(|| ProxyError::new(MCP_INVALID_REQUEST, format!("{what} is required")).to_status())
 }
 
-/// The `grpc-timeout` header as a duration (`<digits><H|M|S|m|u|n>`).
+/// The `grpc-timeout` header as a duration. The gRPC wire format is at most eight ASCII digits and
+/// one unit (`H`, `M`, `S`, `m`, `u`, `n`); anything else is ignored, as if no deadline were sent.
 fn grpc_timeout<T>(request: &Request<T>) -> Option<Duration> {
-    let v = request.metadata().get("grpc-timeout")?.to_str().ok()?;
-    let (digits, unit) = v.split_at(v.len().checked_sub(1)?);
-    let n: u64 = digits.parse().ok()?;
+    parse_grpc_timeout(request.metadata().get("grpc-timeout")?.as_bytes())
+}
+
+fn parse_grpc_timeout(v: &[u8]) -> Option<Duration> {
+    let (unit, digits) = v.split_last()?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    // Eight digits fit in a u64 with room for the hour's factor.
+    let n = digits
+        .iter()
+        .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
     Some(match unit {
-        "H" => Duration::from_secs(n.saturating_mul(3600)),
-        "M" => Duration::from_secs(n.saturating_mul(60)),
-        "S" => Duration::from_secs(n),
-        "m" => Duration::from_millis(n),
-        "u" => Duration::from_micros(n),
-        "n" => Duration::from_nanos(n),
+        b'H' => Duration::from_secs(n * 3600),
+        b'M' => Duration::from_secs(n * 60),
+        b'S' => Duration::from_secs(n),
+        b'm' => Duration::from_millis(n),
+        b'u' => Duration::from_micros(n),
+        b'n' => Duration::from_nanos(n),
         _ => return None,
     })
 }
@@ -222,5 +232,35 @@ impl ToolExecutor for GrpcProxy {
             out,
             r.trace,
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeouts_follow_the_wire_format_and_never_panic() {
+        assert_eq!(parse_grpc_timeout(b"5S"), Some(Duration::from_secs(5)));
+        assert_eq!(
+            parse_grpc_timeout(b"250m"),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            parse_grpc_timeout(b"99999999H"),
+            Some(Duration::from_secs(99_999_999 * 3600))
+        );
+        for bad in [
+            &b""[..],
+            b"S",
+            b"123456789S",
+            b"18446744073709551616H",
+            b"-1S",
+            b"5x",
+            "5\u{e9}".as_bytes(),
+            "\u{e9}".as_bytes(),
+        ] {
+            assert_eq!(parse_grpc_timeout(bad), None, "{bad:?}");
+        }
     }
 }
