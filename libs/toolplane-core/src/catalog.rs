@@ -392,6 +392,14 @@ impl ToolCatalog {
             }
             ToolSelector::Prefix { provider, .. } => self.by_provider.get(provider),
             ToolSelector::McpServer { server, .. } => self.by_server.get(server),
+            ToolSelector::AllMcp => {
+                return Box::new(
+                    self.entries
+                        .iter()
+                        .enumerate()
+                        .filter(move |(_, e)| sel.matches(e)),
+                );
+            }
         };
         Box::new(
             positions

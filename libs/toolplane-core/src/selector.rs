@@ -5,7 +5,8 @@
 //! - a provider prefix ending in `*`, `builtin:workspace.*`, `ext/crm:*`;
 //! - an MCP tool by server display name, `mcp:<server name>/<tool>`, `mcp:<server name>/<prefix>*`
 //!   or `mcp:<server name>/*` — so a profile can name MCP tools before their registration's UUID
-//!   is known.
+//!   is known; `mcp:<server name>` alone is `mcp:<server name>/*` (and is written back that way);
+//! - every MCP tool of every server, `mcp:*`.
 //!
 //! A selector matches catalog entries; expanding a selector follows catalog order.
 
@@ -29,6 +30,8 @@ pub enum ToolSelector {
         provider: Provider,
         prefix: String,
     },
+    /// Every MCP tool, whatever its server.
+    AllMcp,
     /// MCP tools of the server with this display name; `tool` is an exact name or a prefix.
     McpServer {
         server: String,
@@ -70,16 +73,15 @@ impl ToolSelector {
         if s == "*" {
             return Ok(ToolSelector::All);
         }
+        if s == "mcp:*" {
+            return Ok(ToolSelector::AllMcp);
+        }
         if let Some(rest) = s.strip_prefix("mcp:") {
-            let Some((server, tool)) = rest.split_once('/') else {
-                return Err(err(
-                    "expected `mcp:<server name>/<tool>` or `mcp:<server name>/*`",
-                ));
-            };
+            let (server, tool) = rest.split_once('/').unwrap_or((rest, "*"));
             if server.is_empty() || tool.is_empty() {
                 return Err(err("server name and tool must not be empty"));
             }
-            if tool[..tool.len() - 1].contains('*') {
+            if server.contains('*') || tool[..tool.len() - 1].contains('*') {
                 return Err(err("`*` may only end a selector"));
             }
             return Ok(ToolSelector::McpServer {
@@ -124,6 +126,7 @@ impl ToolSelector {
         let id = entry.id();
         match self {
             ToolSelector::All => true,
+            ToolSelector::AllMcp => matches!(id.provider(), Provider::Mcp(_)),
             ToolSelector::Exact(want) => want == id,
             ToolSelector::Prefix { provider, prefix } => {
                 id.provider() == provider && id.native().starts_with(prefix.as_str())
@@ -139,6 +142,7 @@ impl fmt::Display for ToolSelector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ToolSelector::All => f.write_str("*"),
+            ToolSelector::AllMcp => f.write_str("mcp:*"),
             ToolSelector::Exact(id) => write!(f, "{id}"),
             ToolSelector::Prefix { provider, prefix } => write!(f, "{provider}:{prefix}*"),
             ToolSelector::McpServer {
@@ -222,6 +226,7 @@ mod tests {
             ("mcp:github/create_*", [false, false, true]),
             ("mcp:github/create_issue", [false, false, true]),
             ("mcp:gitlab/*", [false, false, false]),
+            ("mcp:*", [false, false, true]),
         ];
         for (s, expect) in cases {
             let sel = ToolSelector::parse(s).unwrap();
@@ -229,6 +234,11 @@ mod tests {
             let got = [sel.matches(&read), sel.matches(&dice), sel.matches(&gh)];
             assert_eq!(got, expect, "{s}");
         }
+        // A server's name alone selects all its tools, and is written back in the long form.
+        let server = ToolSelector::parse("mcp:github").unwrap();
+        assert!(server.matches(&gh) && !server.matches(&read));
+        assert_eq!(server.to_string(), "mcp:github/*");
+        assert!(!ToolSelector::parse("mcp:gitlab").unwrap().matches(&gh));
         let exact = ToolSelector::parse(&format!("mcp/{UUID}:create_issue")).unwrap();
         assert!(exact.matches(&gh) && exact.is_single_tool());
     }
@@ -241,8 +251,10 @@ mod tests {
             "a*b",
             "builtin:*x*",
             "mcp:",
-            "mcp:github",
             "mcp:/x",
+            "mcp:**",
+            "mcp:git*",
+            "mcp:git*/x",
             "mcp:g/",
             "nope:*",
             "workspace.read_file",
