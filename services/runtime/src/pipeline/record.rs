@@ -92,7 +92,16 @@ pub async fn store(
         mut events,
     } = rec;
     let mut objects = Vec::with_capacity(3);
-    let view_path = readable_view(inv, inner, binding, call, &file, d, &mut objects, &mut events);
+    let view_path = readable_view(
+        inv,
+        inner,
+        binding,
+        call,
+        &file,
+        d,
+        &mut objects,
+        &mut events,
+    );
     let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     objects.append(&mut d.objects);
     objects.extend(audit_objects(

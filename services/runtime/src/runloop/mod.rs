@@ -9,10 +9,10 @@ pub mod invocation;
 use std::sync::Arc;
 
 use serde_json::Value;
-use toolplane_core::{Profile, builtin};
 use toolplane_core::error::ErrorClass;
 use toolplane_core::snapshot::ExitPolicy;
 use toolplane_core::turn::ToolChoice;
+use toolplane_core::{Profile, builtin};
 
 use crate::context::Runtime;
 use crate::error::RuntimeError;
