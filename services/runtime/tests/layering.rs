@@ -143,6 +143,39 @@ fn modules_import_only_from_their_own_layer_and_below() {
     );
 }
 
+/// Where protobuf and tonic may appear below the edges: `error` maps runtime errors to gRPC statuses
+/// (the one table of the service), and `model/provider.rs` reads a run spec's model endpoint.
+const PROTOBUF_BELOW_THE_EDGES: &[&str] = &["error.rs", "model/provider.rs"];
+
+#[test]
+fn protobuf_and_tonic_stay_in_convert_peers_and_service() {
+    let edge = layer_of("convert").unwrap();
+    let mut all = Vec::new();
+    files(&src(), &mut all);
+    let mut bad = Vec::new();
+    for file in all {
+        let Some(module) = module_of(&file) else {
+            continue;
+        };
+        let rel = file.strip_prefix(src()).unwrap().display().to_string();
+        if layer_of(&module).unwrap() >= edge || PROTOBUF_BELOW_THE_EDGES.contains(&rel.as_str()) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        let named = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .any(|l| l.contains("toolplane_proto") || l.contains("tonic::"));
+        if named {
+            bad.push(rel);
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "protobuf or tonic below convert/peers/service: {bad:?}"
+    );
+}
+
 #[test]
 fn every_module_of_the_crate_has_a_layer() {
     let lib = std::fs::read_to_string(src().join("lib.rs")).unwrap();
