@@ -481,3 +481,101 @@ async fn a_cancelled_run_ends_cancelled_and_takes_no_more_calls() {
     assert_eq!(refused.code(), codes::RUNTIME_INVOCATION_NOT_OPEN);
     assert!(a.mem.executed().is_empty());
 }
+
+#[tokio::test]
+async fn a_run_left_running_by_a_stopped_runtime_is_failed_as_interrupted_on_restart() {
+    let a = alone().await;
+    a.mem.put_profile(agent("writer", json!({})));
+    let _opened = a.host_run("r11", "writer").await;
+    let before = a.mem.journal("r11").len();
+
+    let restarted = a.restart().await;
+    let run = restarted.run("r11").unwrap().snapshot();
+    assert_eq!(run.status, RunStatus::Failed);
+    let failure = run.failure.unwrap();
+    assert_eq!(failure.code, codes::RUNTIME_INTERRUPTED.as_str());
+    assert!(failure.retryable);
+    // The journal goes on where it ended and says why the run failed.
+    let journal = a.mem.journal("r11");
+    assert_eq!(journal[before].seq, journal[before - 1].seq + 1);
+    assert_eq!(journal.last().unwrap().kind, "run_failed");
+    assert_eq!(a.mem.sealed("r11"), Some(RunStatus::Failed));
+}
+
+#[tokio::test]
+async fn the_first_answer_written_is_published_once_before_any_commit() {
+    let a = alone().await;
+    a.mem.put_profile(agent("writer", json!({})));
+    let opened = a.host_run("r12", "writer").await;
+    let write = |id: &str, text: &str| {
+        calls(&[(
+            id,
+            "workspace_write_file",
+            json!({"path": "output/main.md", "content": text}),
+        )])
+    };
+    let first =
+        a.rt.execute_host_turn(
+            &opened.invocation,
+            &opened.turn_id,
+            ProviderFormat::OpenAiChat,
+            &write("c1", "Draft one."),
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(a.mem.message("r12").as_deref(), Some("Draft one."));
+    let published = a.mem.payloads("r12", "chat_message_committed");
+    assert_eq!(published.len(), 1);
+    assert_eq!(published[0]["auto"], true);
+
+    a.rt.execute_host_turn(
+        &opened.invocation,
+        first.next_turn_id.as_deref().unwrap(),
+        ProviderFormat::OpenAiChat,
+        &write("c2", "Draft two."),
+        None,
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        a.mem.message("r12").as_deref(),
+        Some("Draft one."),
+        "only the first draft is published without a commit"
+    );
+}
+
+#[tokio::test]
+async fn delegating_to_an_agent_without_a_model_is_refused_and_journalled() {
+    let a = alone().await;
+    a.mem.put_profile(agent("lead", json!({})));
+    a.mem.put_profile(agent("idle", json!({})));
+    let opened = a.host_run("r13", "lead").await;
+    let turn =
+        a.rt.execute_host_turn(
+            &opened.invocation,
+            &opened.turn_id,
+            ProviderFormat::OpenAiChat,
+            &calls(&[(
+                "c1",
+                "agent_delegate",
+                json!({"agentId": "idle", "task": "Anything."}),
+            )]),
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        turn.outcome.results[0].error_code.as_deref(),
+        Some(codes::AGENT_NO_MODEL.as_str())
+    );
+    let unavailable = a.mem.payloads("r13", "agent_target_unavailable");
+    assert_eq!(unavailable[0]["targets"][0]["agentId"], "idle");
+    assert!(
+        a.rt.run("r13").unwrap().agents.is_empty(),
+        "no task was registered"
+    );
+}

@@ -374,10 +374,21 @@ impl ToolHosts for Memory {
 pub struct Alone {
     pub rt: Arc<Runtime>,
     pub mem: Arc<Memory>,
+    pub store: Arc<MemoryStore>,
 }
 
 pub async fn alone() -> Alone {
     let mem = Arc::new(Memory::default());
+    let store = Arc::new(MemoryStore::new(StoreOptions::default()));
+    Alone {
+        rt: over(&mem, &store).await,
+        mem,
+        store,
+    }
+}
+
+/// A runtime over these peers and this store, as a process starting on them would be.
+async fn over(mem: &Arc<Memory>, store: &Arc<MemoryStore>) -> Arc<Runtime> {
     let ports = Ports {
         catalog: mem.clone(),
         workspace: mem.clone(),
@@ -388,9 +399,7 @@ pub async fn alone() -> Alone {
         agent_await_timeout: Duration::from_secs(5),
         ..RuntimeConfig::default()
     };
-    let store = Arc::new(MemoryStore::new(StoreOptions::default()));
-    let rt = Runtime::assemble(cfg, ports, store).await;
-    Alone { rt, mem }
+    Runtime::assemble(cfg, ports, store.clone()).await
 }
 
 /// A profile that works in the workspace and may delegate to and hand off to anyone.
@@ -431,6 +440,11 @@ pub fn turn(calls: &[(&str, Value)]) -> Value {
 }
 
 impl Alone {
+    /// A new runtime process on the same store and peers (the old one is gone).
+    pub async fn restart(&self) -> Arc<Runtime> {
+        over(&self.mem, &self.store).await
+    }
+
     /// A host-driven run of `profile` with its root invocation open (OpenAI chat format).
     pub async fn host_run(&self, run_id: &str, profile: &str) -> Opened {
         let run = self
