@@ -17,7 +17,7 @@ use toolplane_store::Store;
 use crate::config::RuntimeConfig;
 use crate::context::{Ports, Runtime, TaskLauncher};
 use crate::error::RuntimeError;
-use crate::model::provider::{ModelClient, user_message};
+use crate::model::provider::user_message;
 use crate::runloop::{LoopEnd, drive_invocation};
 use crate::state::{
     Driver, Event, Failure, Invocation, PendingTask, Run, Stop, Task, TaskResult, TaskStatus,
@@ -171,7 +171,7 @@ async fn drive_task(
     };
     let inv = opened.invocation;
     agents.update(&task.task_id, |t| t.child_invocation_id = inv.id.clone());
-    let client = match ModelClient::new(p.endpoint.clone()) {
+    let client = match rt.ports.models.client(p.endpoint.clone()) {
         Ok(c) => c,
         Err(why) => {
             let f = Failure {
@@ -186,7 +186,7 @@ async fn drive_task(
     };
     let system = child_system_prompt(&inv).await;
     let history = vec![user_message(format, &task.brief)];
-    let end = drive_invocation(rt, run, &inv, &client, &system, history, 0, stop).await;
+    let end = drive_invocation(rt, run, &inv, client.as_ref(), &system, history, 0, stop).await;
     task_end(rt, &inv, end).await
 }
 

@@ -579,3 +579,65 @@ async fn delegating_to_an_agent_without_a_model_is_refused_and_journalled() {
         "no task was registered"
     );
 }
+
+async fn start_scripted(
+    a: &support::Alone,
+    run_id: &str,
+    retries: u32,
+) -> std::sync::Arc<toolplane_runtime::state::Run> {
+    let mut model = scripted(json!([
+        turn(&[(
+            "workspace_write_file",
+            json!({"path": "output/main.md", "content": "42"})
+        )]),
+        turn(&[("workspace_commit", json!({}))]),
+        turn(&[("workspace_finish", json!({"summary": "done"}))]),
+    ]));
+    model.max_retries = retries;
+    runloop::start(
+        a.rt.clone(),
+        RunStart {
+            run: NewRun {
+                run_id: run_id.into(),
+                profile_id: "writer".into(),
+                visible_roots: vec!["output/".into()],
+                writable_roots: vec!["output/".into()],
+                initial_user_message: "What is the answer?".into(),
+                ..NewRun::default()
+            },
+            endpoint: Some(model),
+            max_rounds: 0,
+        },
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_model_that_fails_twice_is_retried_and_the_run_completes() {
+    let a = alone().await;
+    a.mem.put_profile(agent("writer", json!({})));
+    a.mem.fail_model_calls(2);
+    let run = start_scripted(&a, "r14", 3).await;
+    assert!(eventually(|| run.snapshot().status.is_terminal()).await);
+    assert_eq!(run.snapshot().status, RunStatus::Completed);
+    assert_eq!(a.mem.payloads("r14", "model_call_attempt_failed").len(), 2);
+    assert_eq!(a.mem.payloads("r14", "model_call_retry_scheduled").len(), 2);
+    assert_eq!(a.mem.message("r14").as_deref(), Some("42"));
+}
+
+#[tokio::test]
+async fn a_model_that_keeps_failing_fails_the_run_after_its_retries() {
+    let a = alone().await;
+    a.mem.put_profile(agent("writer", json!({})));
+    a.mem.fail_model_calls(100);
+    let run = start_scripted(&a, "r15", 2).await;
+    assert!(eventually(|| run.snapshot().status.is_terminal()).await);
+    let record = run.snapshot();
+    assert_eq!(record.status, RunStatus::Failed);
+    assert_eq!(
+        record.failure.unwrap().code,
+        codes::MODEL_CALL_FAILED.as_str()
+    );
+    assert_eq!(a.mem.payloads("r15", "model_call_attempt_started").len(), 3);
+}

@@ -22,7 +22,7 @@ use crate::error::RuntimeError;
 use crate::metrics::RuntimeMetrics;
 use crate::model::provider::Endpoint;
 use crate::state::{Invocation, PendingTask, Run};
-use ports::{Catalog, PortErrorKind, ToolHosts, Workspace};
+use ports::{Catalog, Models, PortErrorKind, ToolHosts, Workspace};
 
 /// The peers the runtime talks to, each behind its port.
 #[derive(Debug, Clone)]
@@ -30,6 +30,7 @@ pub struct Ports {
     pub catalog: Arc<dyn Catalog>,
     pub workspace: Arc<dyn Workspace>,
     pub tools: Arc<dyn ToolHosts>,
+    pub models: Arc<dyn Models>,
 }
 
 /// Starts a delegated task in the background: provided by the layer that drives children, so

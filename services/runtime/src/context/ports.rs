@@ -1,10 +1,11 @@
 //! The ports: what the runtime needs from its peers, as traits over the runtime's own types — the
 //! catalog (profiles, policies, tool listings), the workspace service (run and invocation
-//! workspaces, the journal, audit objects, chat commits) and the tool hosts (the workspace's tools,
-//! the mcp-proxy, external hosts).
+//! workspaces, the journal, audit objects, chat commits), the tool hosts (the workspace's tools,
+//! the mcp-proxy, external hosts) and the model endpoints.
 //!
-//! The tonic clients that implement them live in `peers`; tests implement them in memory. Nothing
-//! here knows protobuf or a socket. Each method documents what the runtime relies on.
+//! The tonic clients and the HTTP model client that implement them live in `peers`; tests
+//! implement them in memory. Nothing here knows protobuf or a socket. Each method documents what
+//! the runtime relies on.
 
 use std::fmt::Debug;
 use std::pin::Pin;
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::Stream;
+use serde_json::{Map, Value};
 use toolplane_core::catalog::CatalogEntry;
 use toolplane_core::error::CoreError;
 use toolplane_core::id::ToolId;
@@ -20,6 +22,7 @@ use toolplane_core::result::AgentToolResult;
 use toolplane_core::{Category, result::is_well_formed_code};
 
 use crate::error::RuntimeError;
+use crate::model::provider::{CallError, Endpoint};
 use crate::state::{AuditObject, JournalAppend, RunStatus};
 
 /// How a peer refused or failed a request, in the classes the runtime acts on.
@@ -381,4 +384,25 @@ pub trait ToolHosts: Send + Sync + Debug {
         host: ToolHost<'_>,
         call: ExecuteCall<'_>,
     ) -> Result<Result<Executed, PortError>, RuntimeError>;
+}
+
+/// A model endpoint's client for one invocation.
+#[async_trait]
+pub trait ModelCall: Send + Sync + Debug {
+    fn endpoint(&self) -> &Endpoint;
+    /// One attempt: the request from the system prompt, the provider-native history and the
+    /// turn's tool fields; the response body. Whether a failure is worth retrying is the error's.
+    async fn call(
+        &self,
+        system: &str,
+        history: &[Value],
+        tools: &Map<String, Value>,
+        round: u32,
+    ) -> Result<String, CallError>;
+}
+
+/// Clients of model endpoints.
+pub trait Models: Send + Sync + Debug {
+    /// A client of `endpoint`, or why there can be none.
+    fn client(&self, endpoint: Endpoint) -> Result<Box<dyn ModelCall>, String>;
 }

@@ -19,6 +19,7 @@ use toolplane_proto::v1::workspace_service_client::WorkspaceServiceClient;
 use toolplane_telemetry::TraceContextInterceptor;
 
 pub mod appends;
+pub mod models;
 mod ports;
 
 use crate::config::RuntimeConfig;

@@ -36,6 +36,7 @@ impl Runtime {
             catalog: peers.clone(),
             workspace: peers.clone(),
             tools: peers,
+            models: Arc::new(super::models::HttpModels),
         };
         Ok(Runtime::assemble(cfg, ports, Arc::new(fs)).await)
     }

@@ -14,9 +14,9 @@ use tracing::Instrument;
 
 use super::LoopEnd;
 use crate::context::Runtime;
-use crate::context::ports::{ExecuteCall, ToolHost};
+use crate::context::ports::{ExecuteCall, ModelCall, ToolHost};
 use crate::error::RuntimeError;
-use crate::model::provider::{ModelClient, user_message};
+use crate::model::provider::user_message;
 use crate::pipeline::{TurnEnd, run_turn};
 use crate::state::{
     AuditObject, Event, Failure, Invocation, InvocationInner, InvocationStatus, Run, Stop,
@@ -34,7 +34,7 @@ pub async fn drive_invocation(
     rt: &Runtime,
     run: &Arc<Run>,
     inv: &Arc<Invocation>,
-    client: &ModelClient,
+    client: &dyn ModelCall,
     system: &str,
     mut history: Vec<Value>,
     spec_rounds: u32,
@@ -203,7 +203,7 @@ async fn call_with_retries(
     rt: &Runtime,
     run: &Run,
     inv: &Invocation,
-    client: &ModelClient,
+    client: &dyn ModelCall,
     system: &str,
     history: &[Value],
     tools: &serde_json::Map<String, Value>,
@@ -278,7 +278,7 @@ async fn call_with_retries(
 }
 
 /// The `provider` label of model-call metrics and spans.
-fn provider_label(client: &ModelClient) -> &'static str {
+fn provider_label(client: &dyn ModelCall) -> &'static str {
     match client.endpoint().kind {
         toolplane_core::profile::ModelKind::Scripted => "scripted",
         _ => client.endpoint().format().as_str(),

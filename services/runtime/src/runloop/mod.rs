@@ -18,7 +18,7 @@ use crate::context::Runtime;
 use crate::error::RuntimeError;
 use crate::lifecycle::NewRun;
 use crate::lifecycle::runs::unfinished_end;
-use crate::model::provider::{Endpoint, ModelClient, user_message};
+use crate::model::provider::{Endpoint, user_message};
 use crate::pipeline::HandedOff;
 use crate::state::{Driver, Failure, Invocation, Run, Stop};
 pub use invocation::drive_invocation;
@@ -139,7 +139,11 @@ async fn drive(
         )
         .await?;
     let mut inv = opened.invocation;
-    let mut client = ModelClient::new(endpoint).map_err(RuntimeError::invalid)?;
+    let mut client = rt
+        .ports
+        .models
+        .client(endpoint)
+        .map_err(RuntimeError::invalid)?;
     let mut system = system_prompt(&inv, &record.system_prompt).await;
     let mut history: Vec<Value> = vec![user_message(
         client.endpoint().format(),
@@ -148,14 +152,23 @@ async fn drive(
     let stop = Stop::run(Arc::clone(run));
 
     loop {
-        let end =
-            drive_invocation(rt, run, &inv, &client, &system, history, spec_rounds, &stop).await?;
+        let end = drive_invocation(
+            rt,
+            run,
+            &inv,
+            client.as_ref(),
+            &system,
+            history,
+            spec_rounds,
+            &stop,
+        )
+        .await?;
         match end {
             LoopEnd::Failed(failure) => return end_failed(rt, run, failure).await,
             LoopEnd::HandedOff(h) => {
                 // The target runs on its own model endpoint when it has one, else on the run's.
                 if let Some(e) = h.endpoint
-                    && let Ok(c) = ModelClient::new(e)
+                    && let Ok(c) = rt.ports.models.client(e)
                 {
                     client = c;
                 }

@@ -19,13 +19,13 @@ use toolplane_core::turn::ToolChoice;
 use toolplane_model::ProviderFormat;
 use toolplane_runtime::context::ports::{
     Catalog, CommittedMessage, CreatedWorkspace, ExecuteCall, Executed, InvocationWorkspace,
-    JournalPage, ListedTool, NewRunWorkspace, Outcome, PortError, PortErrorKind, ProfilePage,
-    Promoted, RecordStream, ResolvedProfile, RunScope, StoredLevel, StoredProfile, StoredRecord,
-    ToolHost, ToolHosts, Workspace,
+    JournalPage, ListedTool, ModelCall, Models, NewRunWorkspace, Outcome, PortError, PortErrorKind,
+    ProfilePage, Promoted, RecordStream, ResolvedProfile, RunScope, StoredLevel, StoredProfile,
+    StoredRecord, ToolHost, ToolHosts, Workspace,
 };
 use toolplane_runtime::context::{Ports, Runtime};
 use toolplane_runtime::lifecycle::{NewRun, Opened};
-use toolplane_runtime::model::provider::Endpoint;
+use toolplane_runtime::model::provider::{CallError, Endpoint, ModelClient};
 use toolplane_runtime::state::{AuditObject, Driver, JournalAppend, Level, RunStatus};
 use toolplane_runtime::{RuntimeConfig, RuntimeError};
 use toolplane_store::{MemoryStore, StoreOptions};
@@ -44,6 +44,8 @@ pub struct Memory {
     messages: Mutex<HashMap<String, String>>,
     executed: Mutex<Vec<String>>,
     sealed: Mutex<HashMap<String, RunStatus>>,
+    /// How many model calls fail (retryably) before the models answer.
+    model_failures: Arc<Mutex<u32>>,
 }
 
 impl Memory {
@@ -86,6 +88,11 @@ impl Memory {
     /// The run's workspace as sealed at its end.
     pub fn sealed(&self, run: &str) -> Option<RunStatus> {
         lock(&self.sealed).get(run).copied()
+    }
+
+    /// The next `n` model calls fail with a retryable 503.
+    pub fn fail_model_calls(&self, n: u32) {
+        *lock(&self.model_failures) = n;
     }
 
     /// The tools the hosts ran, in order.
@@ -370,6 +377,50 @@ impl ToolHosts for Memory {
     }
 }
 
+/// The real model client (scripted endpoints run in-process) behind calls that may be made to fail.
+#[derive(Debug)]
+struct Flaky {
+    client: ModelClient,
+    failures: Arc<Mutex<u32>>,
+}
+
+#[async_trait]
+impl ModelCall for Flaky {
+    fn endpoint(&self) -> &Endpoint {
+        self.client.endpoint()
+    }
+
+    async fn call(
+        &self,
+        system: &str,
+        history: &[Value],
+        tools: &serde_json::Map<String, Value>,
+        round: u32,
+    ) -> Result<String, CallError> {
+        {
+            let mut left = lock(&self.failures);
+            if *left > 0 {
+                *left -= 1;
+                return Err(CallError {
+                    retryable: true,
+                    status: Some(503),
+                    message: "the model is overloaded".into(),
+                });
+            }
+        }
+        self.client.call(system, history, tools, round).await
+    }
+}
+
+impl Models for Memory {
+    fn client(&self, endpoint: Endpoint) -> Result<Box<dyn ModelCall>, String> {
+        Ok(Box::new(Flaky {
+            client: ModelClient::new(endpoint)?,
+            failures: Arc::clone(&self.model_failures),
+        }))
+    }
+}
+
 /// A runtime over memory, with retries and awaits short enough for tests.
 pub struct Alone {
     pub rt: Arc<Runtime>,
@@ -393,6 +444,7 @@ async fn over(mem: &Arc<Memory>, store: &Arc<MemoryStore>) -> Arc<Runtime> {
         catalog: mem.clone(),
         workspace: mem.clone(),
         tools: mem.clone(),
+        models: mem.clone(),
     };
     let cfg = RuntimeConfig {
         model_retry_backoff: Duration::from_millis(1),
