@@ -7,8 +7,8 @@
 //! pipeline (`pipeline`). The library starts the service on a real socket; `main.rs` is a thin
 //! binary around [`start`].
 
-// The modules in their layers, bottom to top; each imports only from the layers below it
-// (ARCHITECTURE.md, checked by tests/layering.rs).
+// The modules form layers that import one way, down: state, context, lifecycle, tools, pipeline,
+// runloop, children, convert, peers, service (ARCHITECTURE.md; the table is in tests/layering.rs).
 pub mod children;
 pub mod config;
 pub mod context;
