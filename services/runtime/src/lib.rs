@@ -7,21 +7,22 @@
 //! pipeline (`pipeline`). The library starts the service on a real socket; `main.rs` is a thin
 //! binary around [`start`].
 
-pub mod agents;
-pub mod appends;
+// The modules form layers that import one way, down: state, context, lifecycle, tools, pipeline,
+// runloop, children, convert, peers, service (ARCHITECTURE.md; the table is in tests/layering.rs).
+pub mod children;
 pub mod config;
-pub mod control;
+pub mod context;
 pub mod convert;
 pub mod error;
-pub mod journal;
+pub mod lifecycle;
 pub mod metrics;
+pub mod model;
 pub mod peers;
 pub mod pipeline;
-pub mod provider;
 pub mod runloop;
-pub mod runtime;
 pub mod service;
 pub mod state;
+pub mod tools;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -33,8 +34,8 @@ use tokio::task::JoinHandle;
 use toolplane_proto::v1::runtime_service_server::RuntimeServiceServer;
 
 pub use config::RuntimeConfig;
+pub use context::Runtime;
 pub use error::RuntimeError;
-pub use runtime::Runtime;
 
 /// Largest request the service accepts (calls of one turn, run specs with scripts).
 const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;

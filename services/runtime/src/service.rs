@@ -1,5 +1,6 @@
 //! `toolplane.v1.RuntimeService` over the [`Runtime`]: request validation and conversion only; the
-//! behaviour lives in `runtime`, `pipeline` and `runloop`.
+//! behaviour lives in the layers below (`lifecycle`, `pipeline`, `runloop`). The top of the
+//! runtime's layers: nothing imports it.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -11,13 +12,19 @@ use toolplane_core::snapshot::ExitPolicy;
 use toolplane_proto::v1 as pb;
 use toolplane_proto::v1::runtime_service_server::RuntimeService;
 
+use crate::context::Runtime;
 use crate::convert;
+use crate::convert::peers::{outcome_pb, port_status, stored_record_pb};
+use crate::convert::runs::{failure_pb, new_run_from_create, run_start, task_pb};
 use crate::error::RuntimeError;
-use crate::runtime::{NewRun, Opened, Runtime};
+use crate::lifecycle::Opened;
+use crate::model::provider::user_message;
+use crate::pipeline::HandedOff;
 use crate::state::{
-    Driver, Failure, Invocation, InvocationInner, InvocationStatus, Run, RunRecord, RunStatus,
+    Driver, Invocation, InvocationInner, InvocationStatus, Run, RunMode, RunRecord, RunStatus,
     turn_id,
 };
+use crate::tools::agents::injection_text;
 
 /// Largest `calls_json` accepted.
 const MAX_CALLS_JSON_BYTES: usize = 8 * 1024 * 1024;
@@ -38,8 +45,8 @@ pub fn run_pb(r: &RunRecord, last_seq: u64) -> pb::Run {
             message_id: r.message_id.clone(),
         }),
         mode: match r.mode {
-            crate::state::RunMode::Foreground => pb::RunMode::Foreground as i32,
-            crate::state::RunMode::Background => pb::RunMode::Background as i32,
+            RunMode::Foreground => pb::RunMode::Foreground as i32,
+            RunMode::Background => pb::RunMode::Background as i32,
         },
         profile_id: r.profile_id.clone(),
         status: status_pb(r.status),
@@ -69,23 +76,6 @@ pub fn status_pb(s: RunStatus) -> i32 {
         RunStatus::Cancelling => pb::RunStatus::Cancelling,
         RunStatus::Cancelled => pb::RunStatus::Cancelled,
     }) as i32
-}
-
-pub fn failure_pb(f: &Failure) -> pb::ErrorInfo {
-    let class = toolplane_core::ErrorCode::lookup(&f.code).map(|c| c.class());
-    pb::ErrorInfo {
-        code: f.code.clone(),
-        error_class: (match class {
-            Some(toolplane_core::ErrorClass::Recoverable) => pb::ErrorClass::Recoverable,
-            Some(toolplane_core::ErrorClass::PolicyDenied) => pb::ErrorClass::PolicyDenied,
-            Some(toolplane_core::ErrorClass::ProviderContract) => pb::ErrorClass::ProviderContract,
-            Some(toolplane_core::ErrorClass::InvalidInput) => pb::ErrorClass::InvalidInput,
-            _ => pb::ErrorClass::System,
-        }) as i32,
-        message: f.message.clone(),
-        retryable: f.retryable,
-        details_json: None,
-    }
 }
 
 fn inv_status_pb(s: InvocationStatus) -> i32 {
@@ -154,34 +144,7 @@ fn exit_policy(v: i32, parent: &str) -> Result<ExitPolicy, RuntimeError> {
     }
 }
 
-pub fn new_run_from_create(r: pb::CreateRunRequest) -> NewRun {
-    let roots = r.roots.unwrap_or_default();
-    let chat = r.chat.unwrap_or_default();
-    NewRun {
-        run_id: r.run_id,
-        cell_id: r.cell_id,
-        actor_id: r.actor_id,
-        session_id: r.session_id,
-        chat_id: chat.chat_id,
-        message_id: chat.message_id,
-        background: r.mode == pb::RunMode::Background as i32,
-        profile_id: r.profile_id,
-        visible_roots: roots.visible,
-        writable_roots: roots.writable,
-        run_tools: r.tools,
-        plan_node_policy_json: r.plan_node_policy_json,
-        world_info_json: r.world_info_activation_json,
-        labels: r.labels.into_iter().collect(),
-        allow_paths: r.allow_paths,
-        deny_paths: r.deny_paths,
-        work_dir: r.work_dir,
-        system_prompt: String::new(),
-        initial_user_message: String::new(),
-        driver: Some(Driver::Host),
-    }
-}
-
-fn budget_pb(inner: &crate::state::InvocationInner) -> pb::InvocationBudget {
+fn budget_pb(inner: &InvocationInner) -> pb::InvocationBudget {
     pb::InvocationBudget {
         calls_used: inner.gate.used_total(),
         calls_limit: Some(inner.snapshot.max_calls_per_invocation),
@@ -230,7 +193,7 @@ impl RuntimeService for RuntimeGrpc {
     ) -> Result<Response<pb::CreateRunResponse>, Status> {
         let run = self
             .rt
-            .create_run(new_run_from_create(request.into_inner()))
+            .create_run(new_run_from_create(request.into_inner())?)
             .await?;
         Ok(Response::new(pb::CreateRunResponse {
             run: Some(run_response(&self.rt, &run).await),
@@ -245,7 +208,7 @@ impl RuntimeService for RuntimeGrpc {
             .into_inner()
             .spec
             .ok_or_else(|| Status::from(RuntimeError::invalid("a run spec is required")))?;
-        let run = crate::runloop::start(self.rt.clone(), spec).await?;
+        let run = crate::runloop::start(self.rt.clone(), run_start(spec, &self.rt.cfg)?).await?;
         Ok(Response::new(pb::StartRunResponse {
             run: Some(run_response(&self.rt, &run).await),
         }))
@@ -316,21 +279,16 @@ impl RuntimeService for RuntimeGrpc {
     ) -> Result<Response<Self::WatchRunStream>, Status> {
         let r = request.into_inner();
         let run = self.rt.run(&r.run_id)?;
-        let mut ws = self.rt.peers.workspace();
+        let ws = &self.rt.ports.workspace;
         let from = r.from_seq.max(1);
         if r.history_only {
             let mut records = Vec::new();
             let mut next = from;
             loop {
                 let page = ws
-                    .read_journal(pb::ReadJournalRequest {
-                        run_id: run.id.clone(),
-                        from_seq: next,
-                        page_size: 5000,
-                        cell_id: run.cell.clone(),
-                    })
-                    .await?
-                    .into_inner();
+                    .read_journal(&run.id, &run.cell, next, 5000)
+                    .await
+                    .map_err(port_status)?;
                 let done = page.at_end || page.records.is_empty();
                 next = page.next_seq;
                 records.extend(page.records);
@@ -338,23 +296,22 @@ impl RuntimeService for RuntimeGrpc {
                     break;
                 }
             }
-            let stream = futures::stream::iter(
-                records
-                    .into_iter()
-                    .map(|e| Ok(pb::WatchRunResponse { event: Some(e) })),
-            );
+            let stream = futures::stream::iter(records.into_iter().map(|e| {
+                Ok(pb::WatchRunResponse {
+                    event: Some(stored_record_pb(e)),
+                })
+            }));
             return Ok(Response::new(Box::pin(stream)));
         }
         let inner = ws
-            .follow_journal(pb::FollowJournalRequest {
-                run_id: run.id.clone(),
-                from_seq: from,
-                cell_id: run.cell.clone(),
-            })
-            .await?
-            .into_inner();
+            .follow_journal(&run.id, &run.cell, from)
+            .await
+            .map_err(port_status)?;
         let stream = futures::StreamExt::map(inner, |item| {
-            item.map(|r| pb::WatchRunResponse { event: r.record })
+            item.map(|r| pb::WatchRunResponse {
+                event: r.map(stored_record_pb),
+            })
+            .map_err(port_status)
         });
         Ok(Response::new(Box::pin(stream)))
     }
@@ -438,11 +395,7 @@ impl RuntimeService for RuntimeGrpc {
         let injected_messages_json = if turn.injected.is_empty() {
             "[]".to_owned()
         } else {
-            Value::Array(vec![crate::provider::user_message(
-                format,
-                &crate::agents::injection_text(&turn.injected),
-            )])
-            .to_string()
+            Value::Array(vec![user_message(format, &injection_text(&turn.injected))]).to_string()
         };
         let inner = inv.inner.lock().await;
         Ok(Response::new(pb::ExecuteToolCallsResponse {
@@ -458,7 +411,7 @@ impl RuntimeService for RuntimeGrpc {
                 .as_ref()
                 .map(|id| convert::turn_pb(&inner.turn, id, None)),
             state: inv_status_pb(turn.status),
-            injected_child_results: turn.injected.iter().map(crate::agents::task_pb).collect(),
+            injected_child_results: turn.injected.iter().map(task_pb).collect(),
             injected_messages_json,
             calls: turn
                 .outcome
@@ -468,7 +421,7 @@ impl RuntimeService for RuntimeGrpc {
                     call_id: d.call_id.clone(),
                     tool_id: d.tool_id.clone(),
                     alias: d.alias.clone(),
-                    outcome: d.outcome.pb(),
+                    outcome: outcome_pb(d.outcome),
                     elapsed_ms: d.elapsed_ms,
                     args_path: d.args_path.clone(),
                     result_path: d.result_path.clone(),
@@ -557,7 +510,7 @@ fn first_turn_pb(inner: &InvocationInner, opened: &Opened) -> pb::ToolTurn {
 
 /// The handoff target a host continues with: its tools in the caller's provider format, its first
 /// turn and the brief.
-async fn handoff_pb(h: &crate::runtime::HandedOff) -> pb::HandoffTarget {
+async fn handoff_pb(h: &HandedOff) -> pb::HandoffTarget {
     let inv = &h.opened.invocation;
     let inner = inv.inner.lock().await;
     pb::HandoffTarget {

@@ -1,6 +1,11 @@
-//! gRPC clients of the runtime's peers: the catalog, the workspace service, the mcp-proxy and
-//! external tool hosts. Channels connect lazily and carry W3C trace context; one channel per
-//! endpoint is shared by all calls (tonic channels multiplex).
+//! The tonic adapters of the runtime's ports: gRPC clients of the catalog, the workspace service,
+//! the mcp-proxy and external tool hosts ([`Peers`], implementing the traits of
+//! `context::ports` in [`ports`]), and [`Runtime::open`](crate::context::Runtime::open), which
+//! assembles a runtime from its configuration. Channels connect lazily and carry W3C trace
+//! context; one channel per endpoint is shared by all calls (tonic channels multiplex).
+//!
+//! The top of the runtime's layers below the service: the only place, with `convert` and the
+//! service, that knows protobuf and tonic.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -13,9 +18,13 @@ use toolplane_proto::v1::tool_executor_client::ToolExecutorClient;
 use toolplane_proto::v1::workspace_service_client::WorkspaceServiceClient;
 use toolplane_telemetry::TraceContextInterceptor;
 
-use crate::appends::Appends;
+pub mod appends;
+pub mod models;
+mod ports;
+
 use crate::config::RuntimeConfig;
 use crate::error::RuntimeError;
+use appends::Appends;
 
 pub type Traced = InterceptedService<Channel, TraceContextInterceptor>;
 
@@ -62,12 +71,12 @@ impl Peers {
     }
 
     /// Appends to a run's journal, sharing requests with other runs' appends under load
-    /// ([`crate::appends`]).
-    pub async fn append_journal(
+    /// ([`appends`]).
+    pub async fn send_journal(
         &self,
         request: toolplane_proto::v1::AppendJournalRequest,
     ) -> Result<(), tonic::Status> {
-        crate::appends::append(self, request).await
+        appends::append(self, request).await
     }
 
     /// The queue and request slots of this runtime's journal appends.

@@ -15,7 +15,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use tokio::sync::oneshot;
 use toolplane_proto::v1 as pb;
 
-use crate::peers::Peers;
+use super::Peers;
 
 /// Requests to the workspace in flight at once; more appends queue for the next of them.
 const MAX_IN_FLIGHT: usize = 2;

@@ -1,5 +1,10 @@
-//! Conversions between `toolplane.v1` messages and core types. The only module of the runtime
-//! that knows both; everything else speaks core types.
+//! Conversions between `toolplane.v1` messages and the runtime's types: core types here, the
+//! ports' types in [`peers`], runs and tasks in [`runs`]. With the service and the tonic
+//! adapters (`peers`), the only place of the runtime that knows protobuf; everything else speaks
+//! core and runtime types.
+
+pub mod peers;
+pub mod runs;
 
 use serde_json::Value;
 use toolplane_core::catalog::{CatalogEntry, McpPermission, OmitReason, ToolOrigin};
@@ -14,6 +19,7 @@ use toolplane_model::ProviderFormat;
 use toolplane_proto::v1 as pb;
 
 use crate::error::RuntimeError;
+use crate::state::{Level, Record};
 
 pub fn provider_format(v: i32) -> Result<ProviderFormat, RuntimeError> {
     match pb::ProviderFormat::try_from(v).unwrap_or(pb::ProviderFormat::Unspecified) {
@@ -345,16 +351,16 @@ pub fn run_tools_to_entries(hosts: &[pb::RunToolHost]) -> Result<Vec<CatalogEntr
     Ok(out)
 }
 
-pub fn journal_event_pb(e: &crate::journal::Record) -> pb::JournalEvent {
+pub fn journal_event_pb(e: &Record) -> pb::JournalEvent {
     pb::JournalEvent {
         seq: e.seq,
         id: e.id.clone(),
         run_id: e.run_id.clone(),
         timestamp_unix_ms: e.timestamp_ms,
         level: (match e.level {
-            crate::journal::Level::Info => pb::JournalLevel::Info,
-            crate::journal::Level::Warn => pb::JournalLevel::Warn,
-            crate::journal::Level::Error => pb::JournalLevel::Error,
+            Level::Info => pb::JournalLevel::Info,
+            Level::Warn => pb::JournalLevel::Warn,
+            Level::Error => pb::JournalLevel::Error,
         }) as i32,
         r#type: e.kind.to_owned(),
         payload_json: e.payload.to_string(),

@@ -1,25 +1,17 @@
-//! Runs and invocations: the runtime's own facts, kept in memory while active and persisted as
-//! records in the runtime's store namespace so that a restart finds every run it was driving.
-//!
-//! A run record is written with compare-and-swap whenever its status changes; invocation state
-//! (snapshot, gate, cycle detector, current turn) lives in memory only — after a restart an open
-//! invocation cannot continue, and its run is failed as interrupted (docs/runtime.md).
+//! Runs: their persisted record, status and cancel flags. A run record is written with
+//! compare-and-swap whenever its status changes (`context`); invocation state lives in memory only
+//! — after a restart an open invocation cannot continue, and its run is failed as interrupted
+//! (docs/runtime.md).
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
-use toolplane_core::Profile;
-use toolplane_core::cycle::CycleDetector;
-use toolplane_core::gate::ToolRequestGate;
 use toolplane_core::policy::PlanNodePolicy;
-use toolplane_core::snapshot::InvocationToolSnapshot;
-use toolplane_core::turn::ToolTurnContract;
-use toolplane_model::ProviderFormat;
 
-use crate::journal::Journal;
+use super::journal::{Journal, now_ms};
+use super::tasks::RunAgents;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -141,7 +133,7 @@ pub struct Run {
     pub record: Mutex<RunRecord>,
     pub journal: Journal,
     /// Delegated tasks and their scheduler.
-    pub agents: crate::agents::RunAgents,
+    pub agents: RunAgents,
     cancelled: AtomicBool,
     ended: AtomicBool,
     pub cancel_notify: Notify,
@@ -154,7 +146,7 @@ impl Run {
             cell: record.cell_id.clone(),
             journal: Journal::new(&record.run_id, &record.cell_id, next_seq),
             record: Mutex::new(record),
-            agents: crate::agents::RunAgents::default(),
+            agents: RunAgents::default(),
             cancelled: AtomicBool::new(false),
             ended: AtomicBool::new(false),
             cancel_notify: Notify::new(),
@@ -184,7 +176,7 @@ impl Run {
             Err(p) => p.into_inner(),
         };
         f(&mut guard);
-        guard.updated_ms = crate::journal::now_ms();
+        guard.updated_ms = now_ms();
         guard.clone()
     }
 
@@ -208,86 +200,4 @@ impl Run {
     pub fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::SeqCst)
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum InvocationStatus {
-    Open,
-    Finished,
-    HandedOff,
-    Returned,
-    Failed,
-    Closed,
-    Cancelled,
-}
-
-/// The mutable state of one invocation; one lock, so calls are processed one at a time (the
-/// seed's single owner of the gate).
-#[derive(Debug)]
-pub struct InvocationInner {
-    pub snapshot: Arc<InvocationToolSnapshot>,
-    pub profile: Profile,
-    pub format: ProviderFormat,
-    pub turn: ToolTurnContract,
-    pub round: u32,
-    pub gate: ToolRequestGate,
-    pub cycle: CycleDetector,
-    pub status: InvocationStatus,
-    pub failure: Option<Failure>,
-    pub ended_ms: i64,
-    /// What a delegated child handed back with `task.return`.
-    pub returned: Option<crate::agents::TaskResult>,
-}
-
-#[derive(Debug)]
-pub struct Invocation {
-    pub id: String,
-    pub run: Arc<Run>,
-    pub driver: Driver,
-    pub created_ms: i64,
-    pub snapshot_path: String,
-    pub profile_version: u64,
-    pub inner: tokio::sync::Mutex<InvocationInner>,
-    last_activity: Mutex<Instant>,
-}
-
-impl Invocation {
-    pub fn new(
-        id: String,
-        run: Arc<Run>,
-        driver: Driver,
-        snapshot_path: String,
-        profile_version: u64,
-        inner: InvocationInner,
-    ) -> Self {
-        Invocation {
-            id,
-            run,
-            driver,
-            created_ms: crate::journal::now_ms(),
-            snapshot_path,
-            profile_version,
-            inner: tokio::sync::Mutex::new(inner),
-            last_activity: Mutex::new(Instant::now()),
-        }
-    }
-
-    pub fn touch(&self) {
-        if let Ok(mut t) = self.last_activity.lock() {
-            *t = Instant::now();
-        }
-    }
-
-    pub fn idle_for(&self) -> std::time::Duration {
-        self.last_activity
-            .lock()
-            .map(|t| t.elapsed())
-            .unwrap_or_default()
-    }
-}
-
-/// The turn id the host echoes back with its calls.
-pub fn turn_id(invocation_id: &str, round: u32) -> String {
-    format!("{invocation_id}:{round}")
 }

@@ -1,0 +1,233 @@
+//! The runtime's context: its configuration, its ports to the peers, its store and the book of
+//! runs and invocations it is driving — the [`Runtime`] every layer above works through.
+//!
+//! Owns looking up runs and invocations, saving run records, appending to a run's journal through
+//! the workspace port and starting delegated tasks through the [`TaskLauncher`] the layers above
+//! provide. It never decides what a turn or a run does, and never names protobuf or tonic: the
+//! peers are reached only through the traits in [`ports`].
+
+pub mod journal;
+pub mod ports;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use toolplane_core::Profile;
+use toolplane_core::turn::CallIdPolicy;
+use toolplane_model::ProviderFormat;
+use toolplane_store::{Key, Precondition, Store};
+
+use crate::config::RuntimeConfig;
+use crate::error::RuntimeError;
+use crate::metrics::RuntimeMetrics;
+use crate::model::provider::Endpoint;
+use crate::state::{Invocation, PendingTask, Run};
+use ports::{Catalog, Models, PortErrorKind, ToolHosts, Workspace};
+
+/// The peers the runtime talks to, each behind its port.
+#[derive(Debug, Clone)]
+pub struct Ports {
+    pub catalog: Arc<dyn Catalog>,
+    pub workspace: Arc<dyn Workspace>,
+    pub tools: Arc<dyn ToolHosts>,
+    pub models: Arc<dyn Models>,
+}
+
+/// Starts a delegated task in the background: provided by the layer that drives children, so
+/// that the turn pipeline can start the tasks a call registered without depending on it.
+pub trait TaskLauncher: Send + Sync + std::fmt::Debug {
+    fn launch(&self, rt: Arc<Runtime>, run: Arc<Run>, task: PendingTask);
+}
+
+#[derive(Debug)]
+pub struct Runtime {
+    pub cfg: RuntimeConfig,
+    pub ports: Ports,
+    store: Arc<dyn Store>,
+    runs: Mutex<HashMap<String, Arc<Run>>>,
+    invocations: Mutex<HashMap<String, Arc<Invocation>>>,
+    /// Itself, for the background work it starts (delegated tasks).
+    me: OnceLock<Weak<Runtime>>,
+    launcher: Arc<dyn TaskLauncher>,
+    pub metrics: RuntimeMetrics,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+pub fn key(s: &str) -> Result<Key, RuntimeError> {
+    Key::new(s).map_err(|e| RuntimeError::invalid(e.to_string()))
+}
+
+impl Runtime {
+    /// A runtime over `ports` and `store` with no runs yet; `launcher` starts delegated tasks.
+    pub fn new(
+        cfg: RuntimeConfig,
+        ports: Ports,
+        store: Arc<dyn Store>,
+        launcher: Arc<dyn TaskLauncher>,
+    ) -> Arc<Runtime> {
+        let rt = Arc::new(Runtime {
+            cfg,
+            ports,
+            store,
+            runs: Mutex::new(HashMap::new()),
+            invocations: Mutex::new(HashMap::new()),
+            me: OnceLock::new(),
+            launcher,
+            metrics: RuntimeMetrics::default(),
+        });
+        let _ = rt.me.set(Arc::downgrade(&rt));
+        rt
+    }
+
+    /// A shared handle to this runtime; `None` only while it is being dropped.
+    pub fn arc(&self) -> Option<Arc<Runtime>> {
+        self.me.get().and_then(Weak::upgrade)
+    }
+
+    /// The runtime's own store (run records).
+    pub fn store(&self) -> &dyn Store {
+        self.store.as_ref()
+    }
+
+    /// A profile's own model endpoint, with this runtime's timeout and retries where the profile
+    /// sets none: `None` when it names none, the reason when it cannot be used.
+    pub fn endpoint_of(&self, profile: &Profile) -> Option<Result<Endpoint, String>> {
+        profile
+            .model
+            .as_ref()
+            .map(|m| Endpoint::from_profile(m, self.cfg.model_timeout, self.cfg.model_max_retries))
+    }
+
+    pub fn run(&self, id: &str) -> Result<Arc<Run>, RuntimeError> {
+        lock(&self.runs)
+            .get(id)
+            .cloned()
+            .ok_or_else(|| RuntimeError::not_found(format!("no run `{id}`")))
+    }
+
+    pub fn invocation(&self, id: &str) -> Result<Arc<Invocation>, RuntimeError> {
+        lock(&self.invocations)
+            .get(id)
+            .cloned()
+            .ok_or_else(|| RuntimeError::not_found(format!("no invocation `{id}`")))
+    }
+
+    pub fn runs(&self) -> Vec<Arc<Run>> {
+        lock(&self.runs).values().cloned().collect()
+    }
+
+    pub fn has_run(&self, id: &str) -> bool {
+        lock(&self.runs).contains_key(id)
+    }
+
+    /// Adds (or replaces) a run in the book.
+    pub fn insert_run(&self, run: Arc<Run>) {
+        lock(&self.runs).insert(run.id.clone(), run);
+    }
+
+    /// Adds an invocation to the book.
+    pub fn insert_invocation(&self, inv: Arc<Invocation>) {
+        lock(&self.invocations).insert(inv.id.clone(), inv);
+    }
+
+    /// Invocations of a run, oldest first.
+    pub fn invocations_of(&self, run_id: &str) -> Vec<Arc<Invocation>> {
+        let mut v: Vec<Arc<Invocation>> = lock(&self.invocations)
+            .values()
+            .filter(|i| i.run.id == run_id)
+            .cloned()
+            .collect();
+        v.sort_by_key(|i| i.created_ms);
+        v
+    }
+
+    /// Every invocation in the book that satisfies `keep`.
+    pub fn invocations_where(&self, keep: impl Fn(&Invocation) -> bool) -> Vec<Arc<Invocation>> {
+        lock(&self.invocations)
+            .values()
+            .filter(|i| keep(i))
+            .cloned()
+            .collect()
+    }
+
+    /// Writes the run record (compare-and-swap on the stored version).
+    pub async fn persist_run(&self, run: &Run) -> Result<(), RuntimeError> {
+        let record = run.snapshot();
+        let k = key(&format!("runs/{}/{}.json", record.cell_id, record.run_id))?;
+        let bytes =
+            serde_json::to_vec(&record).map_err(|e| RuntimeError::invalid(e.to_string()))?;
+        for _ in 0..3 {
+            let expected = match self
+                .store
+                .head(&k)
+                .await
+                .map_err(|e| RuntimeError::dependency(e.to_string()))?
+            {
+                Some(v) => Precondition::Version(v),
+                None => Precondition::Absent,
+            };
+            match self.store.put_cas(&k, bytes.clone(), expected).await {
+                Ok(_) => return Ok(()),
+                Err(e) if e.code() == "store.conflict" => continue,
+                Err(e) => {
+                    return Err(RuntimeError::dependency(format!(
+                        "saving run {}: {e}",
+                        record.run_id
+                    )));
+                }
+            }
+        }
+        Err(RuntimeError::dependency(format!(
+            "saving run {}: too many concurrent updates",
+            record.run_id
+        )))
+    }
+
+    /// Reads profile `id` of `cell`; `None` when there is no such profile.
+    pub async fn profile_in(&self, cell: &str, id: &str) -> Result<Option<Profile>, RuntimeError> {
+        if id.is_empty() || id.len() > 64 {
+            return Ok(None);
+        }
+        match self.ports.catalog.get_profile(cell, id).await {
+            Ok(stored) => Ok(Some(Profile::from_json(&stored.profile_json)?)),
+            Err(e)
+                if e.kind == PortErrorKind::NotFound
+                    || e.kind == PortErrorKind::InvalidArgument =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(RuntimeError::dependency(format!(
+                "reading profile `{id}`: {}",
+                e.message
+            ))),
+        }
+    }
+
+    /// Starts every task of `run` that was registered and not started yet. Called once the call
+    /// that delegated them is journalled, so a child's records never precede its registration.
+    pub fn launch_pending(&self, run: &Arc<Run>) {
+        let pending = run.agents.take_pending();
+        if pending.is_empty() {
+            return;
+        }
+        let Some(rt) = self.arc() else { return };
+        for task in pending {
+            self.launcher.launch(Arc::clone(&rt), Arc::clone(run), task);
+        }
+    }
+
+    /// The decode policy for a provider format (Gemini synthesises missing call ids).
+    pub fn call_id_policy(format: ProviderFormat) -> CallIdPolicy {
+        if format == ProviderFormat::Gemini {
+            CallIdPolicy::SynthesiseMissing
+        } else {
+            CallIdPolicy::Required
+        }
+    }
+}

@@ -1,0 +1,12 @@
+//! Run and invocation lifecycles: creating a run and its workspace, opening an invocation (the
+//! snapshot compiled once from the catalog), and every way they end — finished, failed, closed,
+//! cancelled, interrupted by a restart, reaped when idle. Each transition is journalled and the
+//! run record saved.
+//!
+//! Sits on `context` (the ports and the book); knows nothing of turns, tools or the loop.
+
+pub mod invocations;
+pub mod runs;
+
+pub use invocations::{Opened, check_epoch};
+pub use runs::{NewRun, driver_str};

@@ -1,0 +1,5 @@
+//! Model endpoints: what an endpoint is ([`provider::Endpoint`], from a run spec or a profile) and
+//! the HTTP client that calls it ([`provider::ModelClient`], including the in-process scripted
+//! provider). A leaf of the runtime's layers: it knows no run, invocation or peer.
+
+pub mod provider;

@@ -1,0 +1,35 @@
+//! The model port over HTTP: [`ModelClient`] (OpenAI-compatible, Anthropic, Gemini and the
+//! in-process scripted provider) as the runtime's [`ModelCall`].
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+
+use crate::context::ports::{ModelCall, Models};
+use crate::model::provider::{CallError, Endpoint, ModelClient};
+
+/// Model clients over HTTP, one per invocation.
+#[derive(Debug, Default)]
+pub struct HttpModels;
+
+impl Models for HttpModels {
+    fn client(&self, endpoint: Endpoint) -> Result<Box<dyn ModelCall>, String> {
+        Ok(Box::new(ModelClient::new(endpoint)?))
+    }
+}
+
+#[async_trait]
+impl ModelCall for ModelClient {
+    fn endpoint(&self) -> &Endpoint {
+        ModelClient::endpoint(self)
+    }
+
+    async fn call(
+        &self,
+        system: &str,
+        history: &[Value],
+        tools: &Map<String, Value>,
+        round: u32,
+    ) -> Result<String, CallError> {
+        ModelClient::call(self, system, history, tools, round).await
+    }
+}

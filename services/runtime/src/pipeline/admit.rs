@@ -1,0 +1,75 @@
+//! Admission: whether a call may run at all in its place in the turn — a finishing tool must be
+//! the turn's last call and nothing runs after one, the arguments must be a JSON object, and the
+//! gate must accept the call against the turn contract and the invocation's budgets.
+
+use serde_json::{Map, Value};
+use toolplane_core::builtin;
+use toolplane_core::error::{AGENT_TOOL_AFTER_FINISH, ErrorClass, TOOL_INVALID_ARGUMENTS};
+use toolplane_core::invocation::{ToolArguments, ToolInvocation};
+use toolplane_core::result::AgentToolResult;
+use toolplane_core::snapshot::ToolBinding;
+
+use crate::context::Runtime;
+use crate::error::RuntimeError;
+use crate::state::InvocationInner;
+
+/// The refusal of a call out of order: after a finishing tool succeeded in this turn, or a
+/// finishing tool that is not the turn's last call.
+pub fn in_order(
+    binding: &ToolBinding,
+    call: &ToolInvocation,
+    terminal_done: bool,
+    is_last: bool,
+) -> Option<AgentToolResult> {
+    if terminal_done {
+        return Some(AgentToolResult::error(
+            call,
+            AGENT_TOOL_AFTER_FINISH,
+            "a finishing tool was already called in this turn; calls after it are not run"
+                .to_owned(),
+        ));
+    }
+    if builtin::is_terminal(&call.tool_id) && !is_last {
+        return Some(AgentToolResult::error(
+            call,
+            AGENT_TOOL_AFTER_FINISH,
+            format!(
+                "`{}` ends your work, so it must be the last call of a turn; call it again next turn after your other calls",
+                binding.alias
+            ),
+        ));
+    }
+    None
+}
+
+/// The call's arguments once the gate reserved the call; the refusal the model sees otherwise.
+/// A provider-contract violation is an error: the turn ends and the invocation fails.
+pub fn admit<'c>(
+    rt: &Runtime,
+    inner: &mut InvocationInner,
+    call: &'c ToolInvocation,
+) -> Result<Result<&'c Map<String, Value>, AgentToolResult>, RuntimeError> {
+    let args = match &call.arguments {
+        ToolArguments::Invalid { reason, .. } => {
+            return Ok(Err(AgentToolResult::error(
+                call,
+                TOOL_INVALID_ARGUMENTS,
+                format!(
+                    "{reason}; send the arguments as one JSON object matching the tool's schema"
+                ),
+            )));
+        }
+        ToolArguments::Object { value } => value,
+    };
+    match inner.gate.check_and_reserve(&inner.turn, call) {
+        Err(e) if e.class() == ErrorClass::ProviderContract => {
+            rt.metrics.gate_refusal(e.code.as_str());
+            Err(e.into())
+        }
+        Err(e) => {
+            rt.metrics.gate_refusal(e.code.as_str());
+            Ok(Err(AgentToolResult::from_error(call, &e)))
+        }
+        Ok(_) => Ok(Ok(args)),
+    }
+}

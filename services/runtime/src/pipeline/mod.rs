@@ -1,0 +1,201 @@
+//! The tool-call pipeline: for each decoded call of a turn, one at a time —
+//! [`admit`] (the turn's order, the arguments, the gate) → [`govern`] (governance, then the cycle
+//! check) → [`execute`] (the call's executor, the result's identity) → [`record`] (large-result
+//! view, audit objects, journal records) — and after the turn, [`turn_end`] (terminal tools, the
+//! round limit, the next turn) and [`publish`] (the one auto-publish).
+//!
+//! Host-driven `ExecuteToolCalls` ([`host`]) and the runtime-driven loop both run turns through
+//! [`run_turn`], so the two modes cannot drift apart. The invocation's lock is held by the caller
+//! for the whole turn: calls of one invocation never interleave.
+//!
+//! Durability: a call's audit objects (arguments, result, readable view) are put first and its
+//! journal records appended after them in one group, so one call costs one group commit; a record
+//! never names an object that could be missing.
+
+pub mod admit;
+pub mod execute;
+pub mod govern;
+pub mod host;
+pub mod publish;
+pub mod record;
+pub mod turn_end;
+
+use std::time::Instant;
+
+use serde_json::Value;
+use toolplane_core::builtin;
+use toolplane_core::error::{self as codes, AGENT_TOOL_AFTER_FINISH};
+use toolplane_core::invocation::{ToolArguments, ToolInvocation};
+use toolplane_core::result::AgentToolResult;
+use toolplane_core::snapshot::ToolBinding;
+
+use crate::context::Runtime;
+use crate::context::ports::Outcome;
+use crate::error::RuntimeError;
+use crate::state::{Failure, Invocation, InvocationInner};
+use crate::tools::{Dispatched, Effect, HandoffRequest};
+use govern::Governed;
+use record::CallRecord;
+
+pub use host::HostTurn;
+pub use record::{PREVIEW_CHARS, call_file};
+pub use turn_end::{HandedOff, TurnEnd, ensure_open};
+
+/// What one call produced, for the response's `ToolCallDetail`.
+#[derive(Debug, Clone)]
+pub struct CallDetail {
+    pub call_id: String,
+    pub tool_id: String,
+    pub alias: String,
+    pub outcome: Outcome,
+    pub elapsed_ms: u64,
+    pub args_path: String,
+    pub result_path: String,
+    pub readable_view_path: String,
+}
+
+/// How a turn ended the invocation, if it did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Terminal {
+    Finished,
+    Returned,
+    HandedOff(Box<HandoffRequest>),
+    Failed(Failure),
+}
+
+#[derive(Debug, Default)]
+pub struct TurnOutcome {
+    pub results: Vec<AgentToolResult>,
+    pub details: Vec<CallDetail>,
+    pub terminal: Option<Terminal>,
+}
+
+/// What the turn has seen so far that decides later calls and the turn's end.
+#[derive(Debug, Default)]
+struct Progress {
+    /// A finishing tool succeeded: later calls of the turn are not run.
+    terminal_done: bool,
+    /// The last successful write or patch of the turn (the auto-publish candidate).
+    last_mutation: Option<String>,
+}
+
+/// A call's answer, and the failure that stops the invocation when it must.
+struct Decided {
+    d: Dispatched,
+    stop: Option<Failure>,
+}
+
+impl Decided {
+    fn answer(result: AgentToolResult) -> Self {
+        Decided {
+            d: Dispatched::not_sent(result),
+            stop: None,
+        }
+    }
+}
+
+/// Runs one turn's decoded calls. A provider-contract violation found by the gate ends the turn with
+/// an error (the invocation fails); everything else becomes a result.
+pub async fn run_turn(
+    rt: &Runtime,
+    inv: &Invocation,
+    inner: &mut InvocationInner,
+    calls: Vec<ToolInvocation>,
+) -> Result<TurnOutcome, RuntimeError> {
+    let mut out = TurnOutcome::default();
+    let mut progress = Progress::default();
+    let last = calls.len().saturating_sub(1);
+    for (index, call) in calls.iter().enumerate() {
+        let started = Instant::now();
+        let Some(binding) = inner.snapshot.binding(&call.tool_id).cloned() else {
+            return Err(RuntimeError::new(
+                codes::MODEL_UNKNOWN_TOOL_ALIAS,
+                format!("`{}` is not in this invocation's snapshot", call.tool_id),
+            ));
+        };
+        let mut rec = CallRecord::new(inv, inner, &binding, call);
+        let Decided { mut d, stop } =
+            match admit::in_order(&binding, call, progress.terminal_done, index == last) {
+                Some(refusal) => Decided::answer(refusal),
+                None => decide(rt, inv, inner, &binding, call, &mut rec).await?,
+            };
+        let detail = record::store(rt, inv, inner, &binding, call, rec, &mut d, started).await?;
+        // Tasks this call delegated start only now that their registration is journalled.
+        rt.launch_pending(&inv.run);
+        progress.note(call, &d.result);
+        if !d.result.is_error {
+            match d.effect {
+                Effect::Finished => out.terminal = Some(Terminal::Finished),
+                Effect::Returned => out.terminal = Some(Terminal::Returned),
+                Effect::HandedOff(request) => out.terminal = Some(Terminal::HandedOff(request)),
+                _ => {}
+            }
+        }
+        out.details.push(detail);
+        out.results.push(d.result);
+        if let Some(fail) = stop {
+            // Every call of the turn gets an answer (providers refuse a history with an unanswered
+            // call); the ones after the stop were not run.
+            for rest in &calls[index + 1..] {
+                out.results.push(AgentToolResult::error(
+                    rest,
+                    AGENT_TOOL_AFTER_FINISH,
+                    format!("not run: {}", fail.message),
+                ));
+            }
+            out.terminal = Some(Terminal::Failed(fail));
+            break;
+        }
+    }
+    // A cancelled run publishes nothing more.
+    if out.terminal.is_none() && !inv.run.is_cancelled() {
+        publish::auto_publish(rt, inv, inner, progress.last_mutation).await?;
+    }
+    Ok(out)
+}
+
+/// Admit → govern → execute for a call in its place in the turn.
+async fn decide(
+    rt: &Runtime,
+    inv: &Invocation,
+    inner: &mut InvocationInner,
+    binding: &ToolBinding,
+    call: &ToolInvocation,
+    rec: &mut CallRecord,
+) -> Result<Decided, RuntimeError> {
+    let args = match admit::admit(rt, inner, call)? {
+        Ok(args) => args,
+        Err(refusal) => return Ok(Decided::answer(refusal)),
+    };
+    let verdict = match govern::govern(rt, inv, inner, binding, call, args, rec) {
+        Governed::Denied(result) => return Ok(Decided::answer(result)),
+        Governed::Stopped(failure, result) => {
+            return Ok(Decided {
+                d: Dispatched::not_sent(result),
+                stop: Some(failure),
+            });
+        }
+        Governed::Allowed(verdict) => verdict,
+    };
+    let d = execute::execute(rt, inv, inner, binding, call, args, verdict, rec).await?;
+    Ok(Decided { d, stop: None })
+}
+
+impl Progress {
+    /// Notes a call's success: a finishing tool, or a write the turn may auto-publish.
+    fn note(&mut self, call: &ToolInvocation, result: &AgentToolResult) {
+        if result.is_error {
+            return;
+        }
+        if builtin::is_terminal(&call.tool_id) {
+            self.terminal_done = true;
+        }
+        if (call.tool_id.is_builtin(builtin::WORKSPACE_WRITE_FILE)
+            || call.tool_id.is_builtin(builtin::WORKSPACE_APPLY_PATCH))
+            && let ToolArguments::Object { value: args } = &call.arguments
+            && let Some(p) = args.get("path").and_then(Value::as_str)
+        {
+            self.last_mutation = Some(p.to_owned());
+        }
+    }
+}

@@ -1,0 +1,350 @@
+//! Driving one invocation on a model endpoint: the model call (with retries, each attempt
+//! journalled), the stored response, the provider-native history, drift recovery when the model
+//! answers in text, and the tool turn through the same pipeline as host-driven calls. Used for a
+//! run's owner and for delegated children alike.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use toolplane_core::builtin;
+use toolplane_core::error as codes;
+use toolplane_core::snapshot::ExitPolicy;
+use toolplane_core::turn::ToolTurnContract;
+use tracing::Instrument;
+
+use super::LoopEnd;
+use crate::context::Runtime;
+use crate::context::ports::{ExecuteCall, ModelCall, ToolHost};
+use crate::error::RuntimeError;
+use crate::model::provider::user_message;
+use crate::pipeline::{TurnEnd, run_turn};
+use crate::state::{
+    AuditObject, Event, Failure, Invocation, InvocationInner, InvocationStatus, Run, Stop,
+};
+use crate::tools::agents::{injection_text, take_injections};
+use crate::tools::executors::tool_context;
+
+/// Drives one invocation on a model endpoint until it ends: model call, tool turn, repeat. Used
+/// for the run's owner and for delegated children alike; what an end means is the caller's to
+/// decide. Finished children of this invocation are injected into its next model request.
+// Longer than 80 lines: one round — injections, model call, stored response, history, drift, turn —
+// reads as one sequence, and the history handling stays in one place.
+#[allow(clippy::too_many_arguments)]
+pub async fn drive_invocation(
+    rt: &Runtime,
+    run: &Arc<Run>,
+    inv: &Arc<Invocation>,
+    client: &dyn ModelCall,
+    system: &str,
+    mut history: Vec<Value>,
+    spec_rounds: u32,
+    stop: &Stop,
+) -> Result<LoopEnd, RuntimeError> {
+    let format = client.endpoint().format();
+    loop {
+        if stop.is_set() {
+            return Ok(LoopEnd::Cancelled);
+        }
+        let mut inner = inv.inner.lock().await;
+        if inner.status != InvocationStatus::Open {
+            return Ok(LoopEnd::Closed);
+        }
+        let injected = take_injections(rt, inv).await?;
+        if !injected.is_empty() {
+            history.push(user_message(format, &injection_text(&injected)));
+        }
+        let round = inner.round;
+        let max_rounds = if spec_rounds > 0 {
+            spec_rounds.min(inner.snapshot.max_rounds)
+        } else {
+            inner.snapshot.max_rounds
+        };
+        let tools = toolplane_model::encode_tools(format, &inner.turn, &inner.snapshot)?;
+        // Journalled with the first attempt's start, in one group.
+        let request_created = Event::new("model_request_created", json!({"invocationId": inv.id, "round": round, "snapshotId": inner.snapshot.snapshot_id, "snapshotPath": inv.snapshot_path, "contract": inner.turn, "messages": history.len()})).inv(&inv.id);
+        let body = match call_with_retries(
+            rt,
+            run,
+            inv,
+            client,
+            system,
+            &history,
+            &tools,
+            round,
+            stop,
+            request_created,
+        )
+        .await?
+        {
+            Ok(body) => body,
+            Err(failure) => {
+                if stop.is_set() {
+                    return Ok(LoopEnd::Cancelled);
+                }
+                rt.fail_invocation(inv, &mut inner, failure.clone()).await?;
+                return Ok(LoopEnd::Failed(failure));
+            }
+        };
+        let path = format!("model-responses/{}/round-{round}.json", inv.id);
+        let stored = AuditObject {
+            path: path.clone(),
+            content: body.clone().into_bytes(),
+            content_type: "application/json",
+        };
+        let stored_event = Event::new(
+            "model_response_stored",
+            json!({"invocationId": inv.id, "round": round, "path": path, "bytes": body.len()}),
+        )
+        .inv(&inv.id);
+        // The stored body and its records go in one group with `model_completed`.
+        let decoded = match toolplane_model::decode_calls_json(format, &inner.turn, &body) {
+            Ok(d) => d,
+            Err(e) => {
+                rt.append(run, run.epoch(), vec![stored], vec![stored_event])
+                    .await?;
+                let failure = Failure {
+                    code: e.code.as_str().into(),
+                    message: e.message.clone(),
+                    retryable: true,
+                };
+                rt.fail_invocation(inv, &mut inner, failure.clone()).await?;
+                return Ok(LoopEnd::Failed(failure));
+            }
+        };
+        rt.append(run, run.epoch(), vec![stored], vec![stored_event, Event::new("model_completed", json!({"invocationId": inv.id, "round": round, "toolCalls": decoded.invocations.len(), "textChars": decoded.assistant_text.as_ref().map(|t| t.chars().count()).unwrap_or(0)})).inv(&inv.id)])
+            .await?;
+        history.extend(decoded.history.iter().cloned());
+
+        if decoded.invocations.is_empty() {
+            // Drift: the model answered in text instead of calling its closing tool.
+            let text = decoded.assistant_text.clone().unwrap_or_default();
+            let captured = capture_direct_output(rt, inv, &inner, &text).await?;
+            rt.append(run, run.epoch(), Vec::new(), vec![Event::new("direct_output_captured", json!({"invocationId": inv.id, "round": round, "path": captured, "chars": text.chars().count()})).inv(&inv.id)])
+                .await?;
+            if round >= max_rounds {
+                let failure = Failure {
+                    code: codes::MODEL_TOOL_CALL_REQUIRED.as_str().into(),
+                    message:
+                        "the model answered without calling its closing tool and no rounds are left"
+                            .into(),
+                    retryable: true,
+                };
+                rt.fail_invocation(inv, &mut inner, failure.clone()).await?;
+                return Ok(LoopEnd::Failed(failure));
+            }
+            let nudge = drift_nudge(&inner, &captured);
+            rt.append(
+                run,
+                run.epoch(),
+                Vec::new(),
+                vec![
+                    Event::new(
+                        "drift_recovery_attempted",
+                        json!({"invocationId": inv.id, "round": round, "capturedPath": captured}),
+                    )
+                    .inv(&inv.id)
+                    .warn(),
+                ],
+            )
+            .await?;
+            history.push(user_message(format, &nudge));
+            inner.round += 1;
+            let choice = inner.turn.choice().clone();
+            inner.turn = ToolTurnContract::all(&inner.snapshot, inner.round, choice)?;
+            continue;
+        }
+
+        let calls = decoded.invocations.clone();
+        let outcome = run_turn(rt, inv, &mut inner, decoded.invocations).await?;
+        history.extend(toolplane_model::encode_results(
+            format,
+            &inner.turn,
+            &calls,
+            &outcome.results,
+        )?);
+        let end = if round >= max_rounds && outcome.terminal.is_none() {
+            let f = Failure {
+                code: codes::AGENT_MAX_TOOL_ROUNDS_EXCEEDED.as_str().into(),
+                message: format!("the invocation used all {max_rounds} rounds without finishing"),
+                retryable: true,
+            };
+            rt.fail_invocation(inv, &mut inner, f.clone()).await?;
+            TurnEnd {
+                status: InvocationStatus::Failed,
+                failure: Some(f),
+                handoff: None,
+            }
+        } else {
+            rt.after_turn(inv, &mut inner, &outcome).await?
+        };
+        return Ok(match end.status {
+            InvocationStatus::Open => continue,
+            InvocationStatus::Failed => LoopEnd::Failed(end.failure.unwrap_or(Failure {
+                code: codes::RUNTIME_INTERRUPTED.as_str().into(),
+                message: "the invocation failed".into(),
+                retryable: true,
+            })),
+            InvocationStatus::Finished => LoopEnd::Finished,
+            InvocationStatus::Returned => LoopEnd::Returned,
+            InvocationStatus::HandedOff => match end.handoff {
+                Some(h) => LoopEnd::HandedOff(Box::new(h)),
+                None => LoopEnd::Closed,
+            },
+            InvocationStatus::Cancelled => LoopEnd::Cancelled,
+            InvocationStatus::Closed => LoopEnd::Closed,
+        });
+    }
+}
+
+/// Model calls with timeouts and retries on retryable failures, each attempt journalled. The inner
+/// `Err` is a run failure (`model.call_failed`).
+#[allow(clippy::too_many_arguments)]
+async fn call_with_retries(
+    rt: &Runtime,
+    run: &Run,
+    inv: &Invocation,
+    client: &dyn ModelCall,
+    system: &str,
+    history: &[Value],
+    tools: &serde_json::Map<String, Value>,
+    round: u32,
+    stop: &Stop,
+    request_created: Event,
+) -> Result<Result<String, Failure>, RuntimeError> {
+    let retries = client.endpoint().max_retries;
+    let mut backoff = rt.cfg.model_retry_backoff;
+    let mut first = Some(request_created);
+    for attempt in 1..=retries + 1 {
+        let mut events: Vec<Event> = first.take().into_iter().collect();
+        events.push(Event::new("model_call_attempt_started", json!({"invocationId": inv.id, "round": round, "attempt": attempt, "model": client.endpoint().model})).inv(&inv.id));
+        rt.append(run, run.epoch(), Vec::new(), events).await?;
+        let provider = provider_label(client);
+        let span = tracing::info_span!(
+            "chat",
+            otel.name = %format!("chat {}", client.endpoint().model),
+            otel.kind = "client",
+            gen_ai.operation.name = "chat",
+            gen_ai.provider.name = provider,
+            gen_ai.request.model = %client.endpoint().model,
+            run.id = %run.id,
+            invocation.id = %inv.id,
+            cell.id = %run.cell,
+            toolplane.round = round,
+            toolplane.attempt = attempt,
+            error.type = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        let started = std::time::Instant::now();
+        let result = tokio::select! {
+            r = client.call(system, history, tools, round).instrument(span.clone()) => r,
+            () = stop.wait() => return Ok(Err(Failure { code: codes::RUNTIME_CANCELLED.as_str().into(), message: "cancelled during a model call".into(), retryable: true })),
+        };
+        rt.metrics
+            .model_call(provider, result.is_ok(), started.elapsed().as_secs_f64());
+        if let Err(e) = &result {
+            span.record(
+                "error.type",
+                e.status
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "transport".into()),
+            );
+            span.record("otel.status_code", "ERROR");
+        }
+        match result {
+            Ok(body) => return Ok(Ok(body)),
+            Err(e) => {
+                rt.append(run, run.epoch(), Vec::new(), vec![Event::new("model_call_attempt_failed", json!({"invocationId": inv.id, "round": round, "attempt": attempt, "status": e.status, "retryable": e.retryable, "message": e.message})).inv(&inv.id).warn()])
+                    .await?;
+                if !e.retryable || attempt > retries {
+                    return Ok(Err(Failure {
+                        code: codes::MODEL_CALL_FAILED.as_str().into(),
+                        message: e.message,
+                        retryable: true,
+                    }));
+                }
+                rt.metrics.model_retry(provider);
+                rt.append(run, run.epoch(), Vec::new(), vec![Event::new("model_call_retry_scheduled", json!({"invocationId": inv.id, "round": round, "attempt": attempt + 1, "delayMs": backoff.as_millis() as u64})).inv(&inv.id)])
+                    .await?;
+                tokio::time::sleep(backoff).await;
+                backoff = backoff.saturating_mul(2);
+            }
+        }
+    }
+    Ok(Err(Failure {
+        code: codes::MODEL_CALL_FAILED.as_str().into(),
+        message: "no attempt was made".into(),
+        retryable: true,
+    }))
+}
+
+/// The `provider` label of model-call metrics and spans.
+fn provider_label(client: &dyn ModelCall) -> &'static str {
+    match client.endpoint().kind {
+        toolplane_core::profile::ModelKind::Scripted => "scripted",
+        _ => client.endpoint().format().as_str(),
+    }
+}
+
+/// Captures a drifting answer into the artifact root's `direct_output.md` (appended, so nothing is
+/// lost across several drifts). Returns the path.
+async fn capture_direct_output(
+    rt: &Runtime,
+    inv: &Invocation,
+    inner: &InvocationInner,
+    text: &str,
+) -> Result<String, RuntimeError> {
+    let path = format!(
+        "{}direct_output.md",
+        inner.snapshot.workspace.message_artifact_root
+    );
+    if text.is_empty() {
+        return Ok(path);
+    }
+    let call = toolplane_core::ToolInvocation {
+        call_id: format!("direct-output-{}", inner.round),
+        tool_id: toolplane_core::ToolId::builtin(builtin::WORKSPACE_WRITE_FILE)?,
+        arguments: toolplane_core::invocation::ToolArguments::from_value(
+            json!({"path": path, "content": format!("{text}\n"), "mode": "append"}),
+        ),
+        provider_metadata: None,
+    };
+    let timeout = rt.cfg.executor_timeout;
+    let request = ExecuteCall {
+        context: tool_context(inv, inner, timeout),
+        call: &call,
+        request_timeout: timeout + std::time::Duration::from_secs(1),
+        tool_timeout_ms: None,
+    };
+    let executed = rt
+        .ports
+        .tools
+        .execute(ToolHost::Workspace, request)
+        .await?
+        .map_err(|e| RuntimeError::dependency(format!("capturing direct output: {}", e.message)))?;
+    if let Ok(r) = &executed.result
+        && r.is_error
+    {
+        tracing::warn!(invocation = %inv.id, error = %r.content, "capturing direct output was refused");
+    }
+    Ok(path)
+}
+
+fn drift_nudge(inner: &InvocationInner, captured: &str) -> String {
+    let alias = |n: &str| inner.snapshot.builtin(n).map(|b| format!("`{}`", b.alias));
+    let close = match (
+        &inner.snapshot.exit_policy,
+        alias(builtin::WORKSPACE_COMMIT),
+        alias(builtin::WORKSPACE_FINISH),
+        alias(builtin::TASK_RETURN),
+    ) {
+        (ExitPolicy::ReturnToParent { .. }, _, _, Some(r)) => {
+            format!("return your result with {r}")
+        }
+        (_, Some(c), Some(f), _) => format!(
+            "commit your answer with {c} (your text was saved to `{captured}`; commit that path or write the final answer first), then call {f}"
+        ),
+        (_, _, Some(f), _) => format!("call {f}"),
+        _ => "use your tools".into(),
+    };
+    format!("You answered in plain text, but this run ends only through tools. Please {close}.")
+}

@@ -1,0 +1,100 @@
+//! Invocations: one agent's turn-by-turn work inside a run, with its frozen snapshot, gate, cycle
+//! detector and current turn contract under one lock, so calls of one invocation are processed one
+//! at a time (the gate has a single owner).
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use toolplane_core::Profile;
+use toolplane_core::cycle::CycleDetector;
+use toolplane_core::gate::ToolRequestGate;
+use toolplane_core::snapshot::InvocationToolSnapshot;
+use toolplane_core::turn::ToolTurnContract;
+use toolplane_model::ProviderFormat;
+
+use super::journal::now_ms;
+use super::run::{Driver, Failure, Run};
+use super::tasks::TaskResult;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InvocationStatus {
+    Open,
+    Finished,
+    HandedOff,
+    Returned,
+    Failed,
+    Closed,
+    Cancelled,
+}
+
+/// The mutable state of one invocation; one lock, so calls are processed one at a time (the
+/// gate has a single owner).
+#[derive(Debug)]
+pub struct InvocationInner {
+    pub snapshot: Arc<InvocationToolSnapshot>,
+    pub profile: Profile,
+    pub format: ProviderFormat,
+    pub turn: ToolTurnContract,
+    pub round: u32,
+    pub gate: ToolRequestGate,
+    pub cycle: CycleDetector,
+    pub status: InvocationStatus,
+    pub failure: Option<Failure>,
+    pub ended_ms: i64,
+    /// What a delegated child handed back with `task.return`.
+    pub returned: Option<TaskResult>,
+}
+
+#[derive(Debug)]
+pub struct Invocation {
+    pub id: String,
+    pub run: Arc<Run>,
+    pub driver: Driver,
+    pub created_ms: i64,
+    pub snapshot_path: String,
+    pub profile_version: u64,
+    pub inner: tokio::sync::Mutex<InvocationInner>,
+    last_activity: Mutex<Instant>,
+}
+
+impl Invocation {
+    pub fn new(
+        id: String,
+        run: Arc<Run>,
+        driver: Driver,
+        snapshot_path: String,
+        profile_version: u64,
+        inner: InvocationInner,
+    ) -> Self {
+        Invocation {
+            id,
+            run,
+            driver,
+            created_ms: now_ms(),
+            snapshot_path,
+            profile_version,
+            inner: tokio::sync::Mutex::new(inner),
+            last_activity: Mutex::new(Instant::now()),
+        }
+    }
+
+    pub fn touch(&self) {
+        if let Ok(mut t) = self.last_activity.lock() {
+            *t = Instant::now();
+        }
+    }
+
+    pub fn idle_for(&self) -> std::time::Duration {
+        self.last_activity
+            .lock()
+            .map(|t| t.elapsed())
+            .unwrap_or_default()
+    }
+}
+
+/// The turn id the host echoes back with its calls.
+pub fn turn_id(invocation_id: &str, round: u32) -> String {
+    format!("{invocation_id}:{round}")
+}

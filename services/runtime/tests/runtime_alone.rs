@@ -1,0 +1,643 @@
+//! The runtime alone, over its ports in memory (tests/support): the turn contract, budgets, finish
+//! and commit, drift recovery, delegation, handoff and cycle detection, each checked by what a
+//! host or user sees — the answers, the journal, the chat message. No socket is opened.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use serde_json::json;
+use support::{agent, alone, calls, eventually, scripted, turn};
+use toolplane_core::error as codes;
+use toolplane_model::ProviderFormat;
+use toolplane_runtime::lifecycle::NewRun;
+use toolplane_runtime::runloop::{self, RunStart};
+use toolplane_runtime::state::{InvocationStatus, RunStatus};
+
+#[tokio::test]
+async fn calls_for_a_stale_turn_are_refused_and_an_unknown_alias_fails_the_invocation() {
+    let a = alone().await;
+    a.mem.put_profile(agent("writer", json!({})));
+    let opened = a.host_run("r1", "writer").await;
+    let inv = &opened.invocation;
+
+    let stale =
+        a.rt.execute_host_turn(
+            inv,
+            &format!("{}:7", inv.id),
+            ProviderFormat::OpenAiChat,
+            &calls(&[("c1", "dice_roll", json!({"notation": "d6"}))]),
+            None,
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(stale.code(), codes::RUNTIME_STALE_TURN);
+
+    let unknown =
+        a.rt.execute_host_turn(
+            inv,
+            &opened.turn_id,
+            ProviderFormat::OpenAiChat,
+            &calls(&[("c1", "no_such_tool", json!({}))]),
+            None,
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), codes::MODEL_UNKNOWN_TOOL_ALIAS);
+    assert_eq!(inv.inner.lock().await.status, InvocationStatus::Failed);
+    // The invocation was the root of a host-driven run: the run fails with it.
+    assert_eq!(a.rt.run("r1").unwrap().snapshot().status, RunStatus::Failed);
+    assert!(a.mem.kinds("r1").contains(&"run_failed".to_owned()));
+}
+
+#[tokio::test]
+async fn finishing_before_committing_is_refused_then_commit_and_finish_complete_the_run() {
+    let a = alone().await;
+    a.mem.put_profile(agent("writer", json!({})));
+    let opened = a.host_run("r2", "writer").await;
+    let inv = &opened.invocation;
+    let fmt = ProviderFormat::OpenAiChat;
+
+    let early =
+        a.rt.execute_host_turn(
+            inv,
+            &opened.turn_id,
+            fmt,
+            &calls(&[("c1", "workspace_finish", json!({"summary": "done"}))]),
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    let refusal = &early.outcome.results[0];
+    assert!(refusal.is_error);
+    assert_eq!(
+        refusal.error_code.as_deref(),
+        Some(codes::WORKSPACE_COMMIT_REQUIRED.as_str())
+    );
+    assert!(refusal.content.contains("workspace_commit"));
+    assert_eq!(early.status, InvocationStatus::Open);
+
+    let write =
+        a.rt.execute_host_turn(
+            inv,
+            early.next_turn_id.as_deref().unwrap(),
+            fmt,
+            &calls(&[
+                (
+                    "c2",
+                    "workspace_write_file",
+                    json!({"path": "output/main.md", "content": "The answer is 42."}),
+                ),
+                ("c3", "workspace_commit", json!({})),
+            ]),
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(write.outcome.results.iter().all(|r| !r.is_error));
+    assert_eq!(a.mem.message("r2").as_deref(), Some("The answer is 42."));
+
+    let finish =
+        a.rt.execute_host_turn(
+            inv,
+            write.next_turn_id.as_deref().unwrap(),
+            fmt,
+            &calls(&[("c4", "workspace_finish", json!({"summary": "done"}))]),
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(finish.status, InvocationStatus::Finished);
+    assert_eq!(finish.next_turn_id, None);
+    assert_eq!(
+        a.rt.run("r2").unwrap().snapshot().status,
+        RunStatus::Completed
+    );
+    assert_eq!(a.mem.sealed("r2"), Some(RunStatus::Completed));
+    let kinds = a.mem.kinds("r2");
+    assert!(kinds.contains(&"chat_message_committed".to_owned()));
+    assert_eq!(kinds.last().map(String::as_str), Some("run_completed"));
+    // Every call's arguments and result are audited.
+    let results = a.mem.payloads("r2", "tool_result_stored");
+    assert_eq!(results.len(), 4);
+    for r in results {
+        assert!(a.mem.object(r["path"].as_str().unwrap()).is_some());
+    }
+}
+
+#[tokio::test]
+async fn a_finishing_tool_must_be_the_last_call_of_its_turn() {
+    let a = alone().await;
+    a.mem.put_profile(agent("writer", json!({})));
+    let opened = a.host_run("r3", "writer").await;
+    let turn =
+        a.rt.execute_host_turn(
+            &opened.invocation,
+            &opened.turn_id,
+            ProviderFormat::OpenAiChat,
+            &calls(&[
+                ("c1", "workspace_finish", json!({"summary": "early"})),
+                ("c2", "dice_roll", json!({"notation": "d6"})),
+            ]),
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        turn.outcome.results[0].error_code.as_deref(),
+        Some(codes::AGENT_TOOL_AFTER_FINISH.as_str())
+    );
+    assert!(!turn.outcome.results[1].is_error, "the dice still roll");
+    assert_eq!(turn.status, InvocationStatus::Open);
+}
+
+#[tokio::test]
+async fn an_invocation_that_uses_all_its_rounds_fails_with_the_round_budget() {
+    let a = alone().await;
+    a.mem.put_profile(agent(
+        "brief",
+        json!({"tools": {"allow": ["builtin:dice.roll"], "maxRounds": 2}}),
+    ));
+    let opened = a.host_run("r4", "brief").await;
+    let inv = &opened.invocation;
+    let mut turn_id = opened.turn_id.clone();
+    let mut last = None;
+    for i in 0..2 {
+        let t =
+            a.rt.execute_host_turn(
+                inv,
+                &turn_id,
+                ProviderFormat::OpenAiChat,
+                &calls(&[(&format!("c{i}"), "dice_roll", json!({"notation": "d6"}))]),
+                None,
+                None,
+            )
+            .await
+            .unwrap();
+        if let Some(next) = &t.next_turn_id {
+            turn_id = next.clone();
+        }
+        last = Some(t);
+    }
+    let last = last.unwrap();
+    assert_eq!(last.status, InvocationStatus::Failed);
+    assert_eq!(
+        last.failure.unwrap().code,
+        codes::AGENT_MAX_TOOL_ROUNDS_EXCEEDED.as_str()
+    );
+}
+
+#[tokio::test]
+async fn the_same_write_repeated_is_warned_about_then_stops_the_invocation() {
+    let a = alone().await;
+    a.mem.put_profile(agent(
+        "looper",
+        json!({"tools": {"allow": ["builtin:workspace.*"], "maxRounds": 40}}),
+    ));
+    let opened = a.host_run("r5", "looper").await;
+    let inv = &opened.invocation;
+    let mut turn_id = opened.turn_id.clone();
+    let write = json!({"path": "output/x.md", "content": "same"});
+    let mut warned = false;
+    for i in 0..20 {
+        let t =
+            a.rt.execute_host_turn(
+                inv,
+                &turn_id,
+                ProviderFormat::OpenAiChat,
+                &calls(&[(&format!("c{i}"), "workspace_write_file", write.clone())]),
+                None,
+                None,
+            )
+            .await
+            .unwrap();
+        warned |= t.outcome.results[0].content.contains("times in a row");
+        match t.next_turn_id {
+            Some(next) => turn_id = next,
+            None => {
+                assert!(warned, "a warning comes before the stop");
+                assert_eq!(t.status, InvocationStatus::Failed);
+                assert_eq!(
+                    t.outcome.results[0].error_code.as_deref(),
+                    Some(codes::AGENT_CYCLE_DETECTED.as_str())
+                );
+                let verdicts: Vec<String> = a
+                    .mem
+                    .payloads("r5", "cycle_detected")
+                    .iter()
+                    .map(|p| p["verdict"].as_str().unwrap().to_owned())
+                    .collect();
+                assert_eq!(verdicts.last().map(String::as_str), Some("stop"));
+                assert!(verdicts.contains(&"warn".to_owned()));
+                return;
+            }
+        }
+    }
+    panic!("twenty identical writes never stopped the invocation");
+}
+
+#[tokio::test]
+async fn a_handoff_passes_the_run_and_later_calls_of_the_old_owner_are_not_run() {
+    let a = alone().await;
+    a.mem.put_profile(agent("a", json!({})));
+    a.mem.put_profile(agent("b", json!({})));
+    let opened = a.host_run("r6", "a").await;
+    let inv = &opened.invocation;
+    let turn =
+        a.rt.execute_host_turn(
+            inv,
+            &opened.turn_id,
+            ProviderFormat::OpenAiChat,
+            &calls(&[(
+                "c1",
+                "agent_handoff",
+                json!({"agentId": "b", "brief": "Finish the report."}),
+            )]),
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(turn.status, InvocationStatus::HandedOff);
+    let handoff = turn.handoff.expect("the target's invocation");
+    assert_eq!(handoff.brief, "Finish the report.");
+    assert_eq!(handoff.target.id, "b");
+    let run = a.rt.run("r6").unwrap().snapshot();
+    assert_eq!(run.active_invocation_id, handoff.opened.invocation.id);
+
+    let after =
+        a.rt.execute_host_turn(
+            inv,
+            &opened.turn_id,
+            ProviderFormat::OpenAiChat,
+            &calls(&[("c2", "dice_roll", json!({"notation": "d6"}))]),
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        after.outcome.results[0].error_code.as_deref(),
+        Some(codes::AGENT_TOOL_AFTER_FINISH.as_str())
+    );
+    assert!(
+        after.outcome.results[0]
+            .content
+            .contains(&handoff.opened.invocation.id)
+    );
+}
+
+#[tokio::test]
+async fn a_handoff_to_an_agent_that_refuses_handoffs_is_answered_not_carried_out() {
+    let a = alone().await;
+    a.mem.put_profile(agent("a", json!({})));
+    a.mem.put_profile(agent(
+        "closed",
+        json!({"delegation": {"callable": true, "allowAsHandoffTarget": false}}),
+    ));
+    let opened = a.host_run("r7", "a").await;
+    let turn =
+        a.rt.execute_host_turn(
+            &opened.invocation,
+            &opened.turn_id,
+            ProviderFormat::OpenAiChat,
+            &calls(&[(
+                "c1",
+                "agent_handoff",
+                json!({"agentId": "closed", "brief": "Take over."}),
+            )]),
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(turn.status, InvocationStatus::Open);
+    assert_eq!(
+        turn.outcome.results[0].error_code.as_deref(),
+        Some(codes::AGENT_NOT_ALLOWED.as_str())
+    );
+    assert!(
+        turn.outcome.results[0]
+            .content
+            .contains("does not accept handoffs")
+    );
+}
+
+#[tokio::test]
+async fn a_delegated_task_runs_on_its_own_model_and_its_result_reaches_the_parent() {
+    let a = alone().await;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("worker.json");
+    std::fs::write(
+        &script,
+        json!([turn(&[(
+            "task_return",
+            json!({"summary": "The answer is 42."})
+        )])])
+        .to_string(),
+    )
+    .unwrap();
+    a.mem.put_profile(agent(
+        "worker",
+        json!({"model": {"kind": "scripted", "script": script.display().to_string()}}),
+    ));
+    a.mem.put_profile(agent("lead", json!({})));
+    let opened = a.host_run("r8", "lead").await;
+    let inv = &opened.invocation;
+    let fmt = ProviderFormat::OpenAiChat;
+
+    let delegated =
+        a.rt.execute_host_turn(
+            inv,
+            &opened.turn_id,
+            fmt,
+            &calls(&[(
+                "c1",
+                "agent_delegate",
+                json!({"agentId": "worker", "task": "Find the answer."}),
+            )]),
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(!delegated.outcome.results[0].is_error);
+    assert!(delegated.outcome.results[0].content.contains("task-1"));
+
+    let awaited =
+        a.rt.execute_host_turn(
+            inv,
+            delegated.next_turn_id.as_deref().unwrap(),
+            fmt,
+            &calls(&[("c2", "agent_await", json!({"taskIds": ["task-1"]}))]),
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    let answer = &awaited.outcome.results[0];
+    assert!(!answer.is_error, "{}", answer.content);
+    assert!(
+        answer.content.contains("The answer is 42."),
+        "{}",
+        answer.content
+    );
+    assert!(answer.content.contains("completed"));
+
+    let run = a.rt.run("r8").unwrap();
+    let task = run.agents.task("task-1").unwrap();
+    assert_eq!(task.status, toolplane_runtime::state::TaskStatus::Completed);
+    let result = a
+        .mem
+        .object(&format!("agent-results/{}.json", task.child_invocation_id))
+        .expect("the child's result document");
+    let result: serde_json::Value = serde_json::from_slice(&result).unwrap();
+    assert_eq!(result["summary"], "The answer is 42.");
+    let kinds = a.mem.kinds("r8");
+    let registered = kinds
+        .iter()
+        .position(|k| k == "agent_task_registered")
+        .unwrap();
+    let started = kinds
+        .iter()
+        .position(|k| k == "agent_task_started")
+        .unwrap();
+    assert!(
+        registered < started,
+        "a task starts only once it is journalled"
+    );
+}
+
+#[tokio::test]
+async fn a_runtime_driven_run_recovers_from_a_plain_text_answer_and_finishes() {
+    let a = alone().await;
+    a.mem.put_profile(agent("writer", json!({})));
+    let model = scripted(json!([
+        {"content": "Here is my answer: 42."},
+        turn(&[("workspace_commit", json!({"path": "output/direct_output.md"}))]),
+        turn(&[("workspace_finish", json!({"summary": "done"}))]),
+    ]));
+    let run = runloop::start(
+        a.rt.clone(),
+        RunStart {
+            run: NewRun {
+                run_id: "r9".into(),
+                profile_id: "writer".into(),
+                visible_roots: vec!["output/".into()],
+                writable_roots: vec!["output/".into()],
+                initial_user_message: "What is the answer?".into(),
+                ..NewRun::default()
+            },
+            endpoint: Some(model),
+            max_rounds: 0,
+        },
+    )
+    .await
+    .unwrap();
+    assert!(
+        eventually(|| run.snapshot().status.is_terminal()).await,
+        "the run ends"
+    );
+    assert_eq!(run.snapshot().status, RunStatus::Completed);
+    let kinds = a.mem.kinds("r9");
+    assert!(kinds.contains(&"direct_output_captured".to_owned()));
+    assert!(kinds.contains(&"drift_recovery_attempted".to_owned()));
+    assert_eq!(
+        a.mem.file("output/direct_output.md").as_deref(),
+        Some("Here is my answer: 42.\n")
+    );
+    assert_eq!(
+        a.mem.message("r9").as_deref(),
+        Some("Here is my answer: 42.\n")
+    );
+}
+
+#[tokio::test]
+async fn a_cancelled_run_ends_cancelled_and_takes_no_more_calls() {
+    let a = alone().await;
+    a.mem.put_profile(agent("writer", json!({})));
+    let opened = a.host_run("r10", "writer").await;
+    let run = a.rt.run("r10").unwrap();
+    a.rt.cancel_run(&run, "user stopped it").await.unwrap();
+    assert_eq!(run.snapshot().status, RunStatus::Cancelled);
+    assert_eq!(a.mem.sealed("r10"), Some(RunStatus::Cancelled));
+    let refused =
+        a.rt.execute_host_turn(
+            &opened.invocation,
+            &opened.turn_id,
+            ProviderFormat::OpenAiChat,
+            &calls(&[("c1", "dice_roll", json!({"notation": "d6"}))]),
+            None,
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), codes::RUNTIME_INVOCATION_NOT_OPEN);
+    assert!(a.mem.executed().is_empty());
+}
+
+#[tokio::test]
+async fn a_run_left_running_by_a_stopped_runtime_is_failed_as_interrupted_on_restart() {
+    let a = alone().await;
+    a.mem.put_profile(agent("writer", json!({})));
+    let _opened = a.host_run("r11", "writer").await;
+    let before = a.mem.journal("r11").len();
+
+    let restarted = a.restart().await;
+    let run = restarted.run("r11").unwrap().snapshot();
+    assert_eq!(run.status, RunStatus::Failed);
+    let failure = run.failure.unwrap();
+    assert_eq!(failure.code, codes::RUNTIME_INTERRUPTED.as_str());
+    assert!(failure.retryable);
+    // The journal goes on where it ended and says why the run failed.
+    let journal = a.mem.journal("r11");
+    assert_eq!(journal[before].seq, journal[before - 1].seq + 1);
+    assert_eq!(journal.last().unwrap().kind, "run_failed");
+    assert_eq!(a.mem.sealed("r11"), Some(RunStatus::Failed));
+}
+
+#[tokio::test]
+async fn the_first_answer_written_is_published_once_before_any_commit() {
+    let a = alone().await;
+    a.mem.put_profile(agent("writer", json!({})));
+    let opened = a.host_run("r12", "writer").await;
+    let write = |id: &str, text: &str| {
+        calls(&[(
+            id,
+            "workspace_write_file",
+            json!({"path": "output/main.md", "content": text}),
+        )])
+    };
+    let first =
+        a.rt.execute_host_turn(
+            &opened.invocation,
+            &opened.turn_id,
+            ProviderFormat::OpenAiChat,
+            &write("c1", "Draft one."),
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(a.mem.message("r12").as_deref(), Some("Draft one."));
+    let published = a.mem.payloads("r12", "chat_message_committed");
+    assert_eq!(published.len(), 1);
+    assert_eq!(published[0]["auto"], true);
+
+    a.rt.execute_host_turn(
+        &opened.invocation,
+        first.next_turn_id.as_deref().unwrap(),
+        ProviderFormat::OpenAiChat,
+        &write("c2", "Draft two."),
+        None,
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        a.mem.message("r12").as_deref(),
+        Some("Draft one."),
+        "only the first draft is published without a commit"
+    );
+}
+
+#[tokio::test]
+async fn delegating_to_an_agent_without_a_model_is_refused_and_journalled() {
+    let a = alone().await;
+    a.mem.put_profile(agent("lead", json!({})));
+    a.mem.put_profile(agent("idle", json!({})));
+    let opened = a.host_run("r13", "lead").await;
+    let turn =
+        a.rt.execute_host_turn(
+            &opened.invocation,
+            &opened.turn_id,
+            ProviderFormat::OpenAiChat,
+            &calls(&[(
+                "c1",
+                "agent_delegate",
+                json!({"agentId": "idle", "task": "Anything."}),
+            )]),
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        turn.outcome.results[0].error_code.as_deref(),
+        Some(codes::AGENT_NO_MODEL.as_str())
+    );
+    let unavailable = a.mem.payloads("r13", "agent_target_unavailable");
+    assert_eq!(unavailable[0]["targets"][0]["agentId"], "idle");
+    assert!(
+        a.rt.run("r13").unwrap().agents.is_empty(),
+        "no task was registered"
+    );
+}
+
+async fn start_scripted(
+    a: &support::Alone,
+    run_id: &str,
+    retries: u32,
+) -> std::sync::Arc<toolplane_runtime::state::Run> {
+    let mut model = scripted(json!([
+        turn(&[(
+            "workspace_write_file",
+            json!({"path": "output/main.md", "content": "42"})
+        )]),
+        turn(&[("workspace_commit", json!({}))]),
+        turn(&[("workspace_finish", json!({"summary": "done"}))]),
+    ]));
+    model.max_retries = retries;
+    runloop::start(
+        a.rt.clone(),
+        RunStart {
+            run: NewRun {
+                run_id: run_id.into(),
+                profile_id: "writer".into(),
+                visible_roots: vec!["output/".into()],
+                writable_roots: vec!["output/".into()],
+                initial_user_message: "What is the answer?".into(),
+                ..NewRun::default()
+            },
+            endpoint: Some(model),
+            max_rounds: 0,
+        },
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_model_that_fails_twice_is_retried_and_the_run_completes() {
+    let a = alone().await;
+    a.mem.put_profile(agent("writer", json!({})));
+    a.mem.fail_model_calls(2);
+    let run = start_scripted(&a, "r14", 3).await;
+    assert!(eventually(|| run.snapshot().status.is_terminal()).await);
+    assert_eq!(run.snapshot().status, RunStatus::Completed);
+    assert_eq!(a.mem.payloads("r14", "model_call_attempt_failed").len(), 2);
+    assert_eq!(a.mem.payloads("r14", "model_call_retry_scheduled").len(), 2);
+    assert_eq!(a.mem.message("r14").as_deref(), Some("42"));
+}
+
+#[tokio::test]
+async fn a_model_that_keeps_failing_fails_the_run_after_its_retries() {
+    let a = alone().await;
+    a.mem.put_profile(agent("writer", json!({})));
+    a.mem.fail_model_calls(100);
+    let run = start_scripted(&a, "r15", 2).await;
+    assert!(eventually(|| run.snapshot().status.is_terminal()).await);
+    let record = run.snapshot();
+    assert_eq!(record.status, RunStatus::Failed);
+    assert_eq!(
+        record.failure.unwrap().code,
+        codes::MODEL_CALL_FAILED.as_str()
+    );
+    assert_eq!(a.mem.payloads("r15", "model_call_attempt_started").len(), 3);
+}

@@ -1,0 +1,542 @@
+//! The runtime alone: its ports implemented in memory — a catalog of profiles and the builtin
+//! tools, a workspace that keeps the journal, audit objects, files and chat commits, and tool
+//! hosts that run the workspace's file tools — so that tests drive the real runtime without a
+//! socket and read what a user would see: the journal, the files, the chat message.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use toolplane_core::builtin;
+use toolplane_core::catalog::{CatalogEntry, ToolOrigin};
+use toolplane_core::result::AgentToolResult;
+use toolplane_core::snapshot::ExitPolicy;
+use toolplane_core::turn::ToolChoice;
+use toolplane_model::ProviderFormat;
+use toolplane_runtime::context::ports::{
+    Catalog, CommittedMessage, CreatedWorkspace, ExecuteCall, Executed, InvocationWorkspace,
+    JournalPage, ListedTool, ModelCall, Models, NewRunWorkspace, Outcome, PortError, PortErrorKind,
+    ProfilePage, Promoted, RecordStream, ResolvedProfile, RunScope, StoredLevel, StoredProfile,
+    StoredRecord, ToolHost, ToolHosts, Workspace,
+};
+use toolplane_runtime::context::{Ports, Runtime};
+use toolplane_runtime::lifecycle::{NewRun, Opened};
+use toolplane_runtime::model::provider::{CallError, Endpoint, ModelClient};
+use toolplane_runtime::state::{AuditObject, Driver, JournalAppend, Level, RunStatus};
+use toolplane_runtime::{RuntimeConfig, RuntimeError};
+use toolplane_store::{MemoryStore, StoreOptions};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The peers of one runtime, in memory.
+#[derive(Debug, Default)]
+pub struct Memory {
+    profiles: Mutex<BTreeMap<String, String>>,
+    journals: Mutex<HashMap<String, Vec<StoredRecord>>>,
+    objects: Mutex<BTreeMap<String, Vec<u8>>>,
+    files: Mutex<BTreeMap<String, String>>,
+    messages: Mutex<HashMap<String, String>>,
+    executed: Mutex<Vec<String>>,
+    sealed: Mutex<HashMap<String, RunStatus>>,
+    /// How many model calls fail (retryably) before the models answer.
+    model_failures: Arc<Mutex<u32>>,
+}
+
+impl Memory {
+    pub fn put_profile(&self, profile: Value) {
+        let id = profile["id"].as_str().unwrap().to_owned();
+        lock(&self.profiles).insert(id, profile.to_string());
+    }
+
+    /// The kinds of the run's journal records, in order.
+    pub fn kinds(&self, run: &str) -> Vec<String> {
+        self.journal(run).into_iter().map(|r| r.kind).collect()
+    }
+
+    pub fn journal(&self, run: &str) -> Vec<StoredRecord> {
+        lock(&self.journals).get(run).cloned().unwrap_or_default()
+    }
+
+    /// The payloads of the run's records of `kind`.
+    pub fn payloads(&self, run: &str, kind: &str) -> Vec<Value> {
+        self.journal(run)
+            .into_iter()
+            .filter(|r| r.kind == kind)
+            .map(|r| serde_json::from_str(&r.payload_json).unwrap())
+            .collect()
+    }
+
+    pub fn file(&self, path: &str) -> Option<String> {
+        lock(&self.files).get(path).cloned()
+    }
+
+    pub fn object(&self, path: &str) -> Option<Vec<u8>> {
+        lock(&self.objects).get(path).cloned()
+    }
+
+    /// The run's chat message as committed.
+    pub fn message(&self, run: &str) -> Option<String> {
+        lock(&self.messages).get(run).cloned()
+    }
+
+    /// The run's workspace as sealed at its end.
+    pub fn sealed(&self, run: &str) -> Option<RunStatus> {
+        lock(&self.sealed).get(run).copied()
+    }
+
+    /// The next `n` model calls fail with a retryable 503.
+    pub fn fail_model_calls(&self, n: u32) {
+        *lock(&self.model_failures) = n;
+    }
+
+    /// The tools the hosts ran, in order.
+    pub fn executed(&self) -> Vec<String> {
+        lock(&self.executed).clone()
+    }
+}
+
+fn not_found(what: &str) -> PortError {
+    PortError::new(
+        PortErrorKind::NotFound,
+        format!("catalog.not_found: {what}"),
+    )
+}
+
+#[async_trait]
+impl Catalog for Memory {
+    async fn resolve_profile(
+        &self,
+        _cell_id: &str,
+        profile_id: &str,
+        _actor_id: &str,
+    ) -> Result<ResolvedProfile, PortError> {
+        let profile = self.get_profile("", profile_id).await?;
+        let tools = builtin::descriptors()
+            .into_iter()
+            .map(|d| ListedTool {
+                id: Some(d.id().clone()),
+                category: None,
+                progress_aware: false,
+                entry: CatalogEntry::usable(ToolOrigin::Builtin, d),
+            })
+            .collect();
+        Ok(ResolvedProfile {
+            profile,
+            platform_policy_json: None,
+            user_policy_json: None,
+            tools,
+        })
+    }
+
+    async fn get_profile(
+        &self,
+        _cell_id: &str,
+        profile_id: &str,
+    ) -> Result<StoredProfile, PortError> {
+        let json = lock(&self.profiles)
+            .get(profile_id)
+            .cloned()
+            .ok_or_else(|| not_found(profile_id))?;
+        Ok(StoredProfile {
+            profile_json: json,
+            version: 1,
+        })
+    }
+
+    async fn list_profiles(
+        &self,
+        _cell_id: &str,
+        _page_size: u32,
+        _page_token: &str,
+    ) -> Result<ProfilePage, PortError> {
+        Ok(ProfilePage {
+            profiles: lock(&self.profiles)
+                .values()
+                .map(|json| StoredProfile {
+                    profile_json: json.clone(),
+                    version: 1,
+                })
+                .collect(),
+            next_page_token: String::new(),
+        })
+    }
+}
+
+fn stored(r: &toolplane_runtime::state::Record) -> StoredRecord {
+    StoredRecord {
+        seq: r.seq,
+        id: r.id.clone(),
+        run_id: r.run_id.clone(),
+        timestamp_ms: r.timestamp_ms,
+        level: match r.level {
+            Level::Info => StoredLevel::Info,
+            Level::Warn => StoredLevel::Warn,
+            Level::Error => StoredLevel::Error,
+        },
+        kind: r.kind.to_owned(),
+        payload_json: r.payload.to_string(),
+        caused_by: r.caused_by.clone(),
+        invocation_id: r.invocation_id.clone().unwrap_or_default(),
+        related: r.related.clone(),
+    }
+}
+
+impl Memory {
+    fn put_object(&self, object: AuditObject) -> Result<(), PortError> {
+        let mut objects = lock(&self.objects);
+        if objects.contains_key(&object.path) {
+            return Err(PortError::new(
+                PortErrorKind::AlreadyExists,
+                format!("workspace.audit_exists: {}", object.path),
+            ));
+        }
+        objects.insert(object.path, object.content);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Workspace for Memory {
+    async fn create_run_workspace(
+        &self,
+        ws: NewRunWorkspace,
+    ) -> Result<CreatedWorkspace, PortError> {
+        Ok(CreatedWorkspace {
+            visible_roots: ws.visible_roots,
+            writable_roots: ws.writable_roots,
+            persist_base_version: String::new(),
+        })
+    }
+
+    async fn put_world_info_activation(
+        &self,
+        _run: &RunScope,
+        _activation_json: String,
+    ) -> Result<(), PortError> {
+        Ok(())
+    }
+
+    async fn open_invocation_workspace(&self, _ws: InvocationWorkspace) -> Result<(), PortError> {
+        Ok(())
+    }
+
+    async fn close_invocation_workspace(
+        &self,
+        _run: &RunScope,
+        _invocation_id: &str,
+    ) -> Result<(), PortError> {
+        Ok(())
+    }
+
+    async fn promote_persist(&self, _run: &RunScope) -> Result<Promoted, PortError> {
+        Ok(Promoted::default())
+    }
+
+    async fn finish_run_workspace(
+        &self,
+        run: &RunScope,
+        status: RunStatus,
+    ) -> Result<(), PortError> {
+        lock(&self.sealed).insert(run.run_id.clone(), status);
+        Ok(())
+    }
+
+    async fn commit_run_message(
+        &self,
+        run: &RunScope,
+        source_path: &str,
+        append: bool,
+    ) -> Result<CommittedMessage, PortError> {
+        let Some(text) = self.file(source_path) else {
+            return Err(PortError::new(
+                PortErrorKind::FailedPrecondition,
+                format!("workspace.not_found: no file {source_path}"),
+            ));
+        };
+        let mut messages = lock(&self.messages);
+        let message = messages.entry(run.run_id.clone()).or_default();
+        if append {
+            message.push_str(&text);
+        } else {
+            *message = text;
+        }
+        Ok(CommittedMessage {
+            message_id: format!("{}:answer", run.run_id),
+            content: message.clone(),
+        })
+    }
+
+    async fn append_journal(&self, group: JournalAppend) -> Result<(), PortError> {
+        let mut journals = lock(&self.journals);
+        let journal = journals.entry(group.run_id.clone()).or_default();
+        let expected = journal.last().map_or(1, |r| r.seq + 1);
+        if group.expected_seq != expected {
+            return Err(PortError::new(
+                PortErrorKind::FailedPrecondition,
+                format!("workspace.journal_conflict: expected {expected}"),
+            ));
+        }
+        for o in group.objects {
+            self.put_object(o)?;
+        }
+        journal.extend(group.records.iter().map(stored));
+        Ok(())
+    }
+
+    async fn put_audit_object(
+        &self,
+        _run: &RunScope,
+        object: AuditObject,
+    ) -> Result<(), PortError> {
+        self.put_object(object)
+    }
+
+    async fn read_journal(
+        &self,
+        run_id: &str,
+        _cell_id: &str,
+        from_seq: u64,
+        _page_size: u32,
+    ) -> Result<JournalPage, PortError> {
+        let records: Vec<StoredRecord> = self
+            .journal(run_id)
+            .into_iter()
+            .filter(|r| r.seq >= from_seq)
+            .collect();
+        let next_seq = records.last().map_or(from_seq, |r| r.seq + 1);
+        Ok(JournalPage {
+            records,
+            next_seq,
+            at_end: true,
+        })
+    }
+
+    async fn follow_journal(
+        &self,
+        run_id: &str,
+        cell_id: &str,
+        from_seq: u64,
+    ) -> Result<RecordStream, PortError> {
+        let page = self.read_journal(run_id, cell_id, from_seq, 0).await?;
+        Ok(Box::pin(futures::stream::iter(
+            page.records.into_iter().map(|r| Ok(Some(r))),
+        )))
+    }
+}
+
+#[async_trait]
+impl ToolHosts for Memory {
+    async fn execute(
+        &self,
+        host: ToolHost<'_>,
+        call: ExecuteCall<'_>,
+    ) -> Result<Result<Executed, PortError>, RuntimeError> {
+        let c = call.call;
+        lock(&self.executed).push(c.tool_id.to_string());
+        if host != ToolHost::Workspace {
+            return Ok(Err(PortError::new(
+                PortErrorKind::Unavailable,
+                "no such host",
+            )));
+        }
+        let args = c.arguments.as_object().cloned().unwrap_or_default();
+        let path = args.get("path").and_then(Value::as_str).unwrap_or("");
+        let result = if c.tool_id.is_builtin(builtin::WORKSPACE_WRITE_FILE) {
+            let content = args.get("content").and_then(Value::as_str).unwrap_or("");
+            let mut files = lock(&self.files);
+            let file = files.entry(path.to_owned()).or_default();
+            if args.get("mode").and_then(Value::as_str) == Some("append") {
+                file.push_str(content);
+            } else {
+                *file = content.to_owned();
+            }
+            AgentToolResult::ok(c, format!("wrote {path}"))
+        } else if c.tool_id.is_builtin(builtin::WORKSPACE_READ_FILE) {
+            match self.file(path) {
+                Some(text) => AgentToolResult::ok(c, text),
+                None => AgentToolResult::error(
+                    c,
+                    toolplane_core::error::TOOL_INVALID_ARGUMENTS,
+                    format!("no file {path}"),
+                ),
+            }
+        } else {
+            AgentToolResult::ok(c, "done")
+        };
+        Ok(Ok(Executed {
+            result: Ok(result),
+            outcome: Outcome::Known,
+            raw: None,
+        }))
+    }
+}
+
+/// The real model client (scripted endpoints run in-process) behind calls that may be made to fail.
+#[derive(Debug)]
+struct Flaky {
+    client: ModelClient,
+    failures: Arc<Mutex<u32>>,
+}
+
+#[async_trait]
+impl ModelCall for Flaky {
+    fn endpoint(&self) -> &Endpoint {
+        self.client.endpoint()
+    }
+
+    async fn call(
+        &self,
+        system: &str,
+        history: &[Value],
+        tools: &serde_json::Map<String, Value>,
+        round: u32,
+    ) -> Result<String, CallError> {
+        {
+            let mut left = lock(&self.failures);
+            if *left > 0 {
+                *left -= 1;
+                return Err(CallError {
+                    retryable: true,
+                    status: Some(503),
+                    message: "the model is overloaded".into(),
+                });
+            }
+        }
+        self.client.call(system, history, tools, round).await
+    }
+}
+
+impl Models for Memory {
+    fn client(&self, endpoint: Endpoint) -> Result<Box<dyn ModelCall>, String> {
+        Ok(Box::new(Flaky {
+            client: ModelClient::new(endpoint)?,
+            failures: Arc::clone(&self.model_failures),
+        }))
+    }
+}
+
+/// A runtime over memory, with retries and awaits short enough for tests.
+pub struct Alone {
+    pub rt: Arc<Runtime>,
+    pub mem: Arc<Memory>,
+    pub store: Arc<MemoryStore>,
+}
+
+pub async fn alone() -> Alone {
+    let mem = Arc::new(Memory::default());
+    let store = Arc::new(MemoryStore::new(StoreOptions::default()));
+    Alone {
+        rt: over(&mem, &store).await,
+        mem,
+        store,
+    }
+}
+
+/// A runtime over these peers and this store, as a process starting on them would be.
+async fn over(mem: &Arc<Memory>, store: &Arc<MemoryStore>) -> Arc<Runtime> {
+    let ports = Ports {
+        catalog: mem.clone(),
+        workspace: mem.clone(),
+        tools: mem.clone(),
+        models: mem.clone(),
+    };
+    let cfg = RuntimeConfig {
+        model_retry_backoff: Duration::from_millis(1),
+        agent_await_timeout: Duration::from_secs(5),
+        ..RuntimeConfig::default()
+    };
+    Runtime::assemble(cfg, ports, store.clone()).await
+}
+
+/// A profile that works in the workspace and may delegate to and hand off to anyone.
+pub fn agent(id: &str, extra: Value) -> Value {
+    let mut p = json!({
+        "id": id,
+        "tools": {"allow": ["builtin:workspace.*", "builtin:agent.*", "builtin:dice.roll"], "maxRounds": 8},
+        "delegation": {"canDelegate": true, "canHandoff": true, "targets": ["*"], "callable": true, "allowAsHandoffTarget": true}
+    });
+    if let Value::Object(extra) = extra {
+        for (k, v) in extra {
+            p[k] = v;
+        }
+    }
+    p
+}
+
+/// A scripted model endpoint that plays `turns` (OpenAI assistant messages).
+pub fn scripted(turns: Value) -> Endpoint {
+    Endpoint {
+        kind: toolplane_core::profile::ModelKind::Scripted,
+        base_url: String::new(),
+        model: "script".into(),
+        api_key: None,
+        timeout: Duration::from_secs(10),
+        max_retries: 0,
+        max_output_tokens: None,
+        temperature: None,
+        extra_body: serde_json::Map::new(),
+        headers: Vec::new(),
+        script: Some(turns.as_array().unwrap().clone()),
+    }
+}
+
+/// One scripted assistant turn calling `calls` (`(alias, arguments)`).
+pub fn turn(calls: &[(&str, Value)]) -> Value {
+    json!({"tool_calls": calls.iter().map(|(name, args)| json!({"function": {"name": name, "arguments": args}})).collect::<Vec<_>>()})
+}
+
+impl Alone {
+    /// A new runtime process on the same store and peers (the old one is gone).
+    pub async fn restart(&self) -> Arc<Runtime> {
+        over(&self.mem, &self.store).await
+    }
+
+    /// A host-driven run of `profile` with its root invocation open (OpenAI chat format).
+    pub async fn host_run(&self, run_id: &str, profile: &str) -> Opened {
+        let run = self
+            .rt
+            .create_run(NewRun {
+                run_id: run_id.into(),
+                profile_id: profile.into(),
+                visible_roots: vec!["output/".into()],
+                writable_roots: vec!["output/".into()],
+                driver: Some(Driver::Host),
+                ..NewRun::default()
+            })
+            .await
+            .unwrap();
+        self.rt
+            .open_invocation(
+                &run,
+                "",
+                ExitPolicy::Root,
+                ProviderFormat::OpenAiChat,
+                ToolChoice::Auto,
+                Driver::Host,
+            )
+            .await
+            .unwrap()
+    }
+}
+
+/// OpenAI `tool_calls` as a host sends them: `(call id, alias, arguments)`.
+pub fn calls(list: &[(&str, &str, Value)]) -> Value {
+    json!({"role": "assistant", "tool_calls": list.iter().map(|(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}})).collect::<Vec<_>>()})
+}
+
+/// Waits (at most two seconds) until `done` holds.
+pub async fn eventually(mut done: impl FnMut() -> bool) -> bool {
+    for _ in 0..400 {
+        if done() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    done()
+}
