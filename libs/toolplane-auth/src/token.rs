@@ -429,6 +429,30 @@ mod tests {
         ));
     }
 
+    /// The hash entry only points at a record; the record's own hash must match too, so an
+    /// entry pointing at another token's record (a corrupted or planted index) is refused.
+    #[tokio::test]
+    async fn a_hash_entry_pointing_at_another_record_is_refused() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        let tokens = TokenStore::new(Arc::clone(&store));
+        let reader = tokens.create(new_token(Role::Reader, None)).await.unwrap();
+        let admin = tokens.create(new_token(Role::Admin, None)).await.unwrap();
+        let entry = hash_key(&sha256_hex(reader.secret.expose())).unwrap();
+        store.delete(&entry, None).await.unwrap();
+        store
+            .put_create(&entry, admin.info.id.clone().into_bytes())
+            .await
+            .unwrap();
+        assert!(matches!(
+            tokens.verify(reader.secret.expose()).await,
+            Err(AuthError::InvalidCredential)
+        ));
+        assert_eq!(
+            tokens.verify(admin.secret.expose()).await.unwrap().role,
+            Role::Admin
+        );
+    }
+
     #[tokio::test]
     async fn list_shows_every_token_but_never_a_secret_or_its_hash() {
         let tokens = store();
