@@ -85,11 +85,12 @@ where
                     Ok(response.map(|body| AuthBody::Inner { body }))
                 }
                 Err(error) => {
-                    tracing::debug!(
-                        path = request.uri().path(),
-                        code = error.code(),
-                        "request refused"
-                    );
+                    let path = request.uri().path();
+                    if error.refusal() == Refusal::Internal {
+                        tracing::warn!(path, %error, "credential could not be checked");
+                    } else {
+                        tracing::debug!(path, code = error.code(), "request refused");
+                    }
                     Ok(refusal(&request, &error))
                 }
             }
@@ -112,7 +113,11 @@ fn refusal<B, ResBody>(
     error: &AuthError,
 ) -> Response<AuthBody<ResBody>> {
     let kind = error.refusal();
-    let message = error.to_string();
+    // A failure of the plane (the token store) stays in the log: its text may name stored keys.
+    let message = match kind {
+        Refusal::Internal => format!("{}: the credential could not be checked", error.code()),
+        _ => error.to_string(),
+    };
     if is_grpc(request) {
         let code = match kind {
             Refusal::Unauthenticated => "16",

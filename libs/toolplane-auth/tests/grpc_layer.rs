@@ -226,3 +226,25 @@ async fn jwts_with_a_wrong_issuer_audience_expiry_key_or_claims_are_refused() {
     let status = refused(server.addr, Some("Bearer tp_abc")).await;
     assert_eq!(status.code(), Code::Unauthenticated);
 }
+
+/// A token store that fails (a symlink planted in the store root) is the plane's failure:
+/// INTERNAL, with the detail (which names stored keys) kept out of the answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_token_store_answers_internal_without_details() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("store");
+    let store = toolplane_store::FsStore::open(&root, toolplane_store::StoreOptions::default())
+        .await
+        .unwrap();
+    let tokens = toolplane_auth::TokenStore::new(std::sync::Arc::new(store));
+    std::fs::create_dir(dir.path().join("elsewhere")).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("elsewhere"), root.join("tokens")).unwrap();
+    let server = serve(Authenticator::on(Some(tokens), None)).await;
+    let secret = format!("tp_{}", "a".repeat(64));
+    let status = refused(server.addr, Some(&format!("Bearer {secret}"))).await;
+    assert_eq!(status.code(), Code::Internal, "{status:?}");
+    assert_eq!(
+        status.message(),
+        "auth.store: the credential could not be checked"
+    );
+}
