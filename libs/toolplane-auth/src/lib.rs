@@ -1,0 +1,37 @@
+//! toolplane-auth: who is calling, as a library every service mounts.
+//!
+//! - Credentials, both as `authorization: Bearer …` (gRPC metadata and HTTP headers):
+//!   toolplane tokens ([`TokenStore`]: `tp_` + 256 random bits, stored only as SHA-256 hashes,
+//!   verified by hash lookup and a constant-time compare, revocable, optionally expiring) and
+//!   JWTs of the operator's identity provider ([`JwtVerifier`]: RS256 / ES256 against a JWKS
+//!   file, issuer, audience, expiry, cell and role from configurable claims).
+//! - [`Role`]s (admin ⊇ agent ⊇ reader) and the [`Caller`] a request runs as.
+//! - [`table`]: the one table of what every RPC and HTTP path requires.
+//! - [`AuthLayer`]: the tower layer for tonic and axum servers, which inserts the [`Caller`]
+//!   into the request's extensions or refuses with UNAUTHENTICATED / PERMISSION_DENIED (HTTP
+//!   401 / 403), and which can be switched off ([`Authenticator::off`]).
+//! - [`bootstrap_admin_token`]: the first admin token, written to `<data-dir>/admin.token`.
+//!
+//! This crate knows no protobuf message and no service: it sees paths and headers only. Errors
+//! are one enum, [`AuthError`], whose messages start with a stable `auth.*` code and never hold a
+//! credential. See `docs/auth.md`.
+
+mod authenticator;
+mod bootstrap;
+mod error;
+mod jwt;
+mod layer;
+mod role;
+pub mod table;
+mod token;
+
+pub use authenticator::{Authenticator, bearer};
+pub use bootstrap::{
+    ADMIN_TOKEN_FILE, BOOTSTRAP_TOKEN_NAME, admin_token_path, bootstrap_admin_token,
+};
+pub use error::{AuthError, CODES, Refusal};
+pub use jwt::{JwtConfig, JwtVerifier, RELOAD_CHECK_INTERVAL};
+pub use layer::{AuthBody, AuthLayer, AuthService};
+pub use role::{Caller, CallerKind, Role};
+pub use table::{Requirement, requirement};
+pub use token::{CreatedToken, NewToken, TOKEN_PREFIX, TokenInfo, TokenSecret, TokenStore};
