@@ -21,6 +21,8 @@ use crate::provider::{Endpoint, ModelClient, user_message};
 use crate::runtime::{HandedOff, NewRun, Runtime, TurnEnd};
 use crate::state::{Driver, Failure, Invocation, InvocationStatus, Run, RunStatus};
 
+mod trim;
+
 /// Validates the spec, creates the run and starts driving it in the background.
 pub async fn start(rt: Arc<Runtime>, spec: pb::RunSpec) -> Result<Arc<Run>, RuntimeError> {
     let endpoint = match &spec.model {
@@ -213,6 +215,8 @@ pub async fn drive_invocation(
     stop: &Stop,
 ) -> Result<LoopEnd, RuntimeError> {
     let format = client.endpoint().format();
+    // Where each result in the history is stored, for externalising it when over budget.
+    let mut results_stored = Vec::new();
     loop {
         if stop.is_set() {
             return Ok(LoopEnd::Cancelled);
@@ -235,6 +239,18 @@ pub async fn drive_invocation(
             inner.snapshot.max_rounds
         };
         let tools = toolplane_model::encode_tools(format, &inner.turn, &inner.snapshot)?;
+        trim::fit_history(
+            rt,
+            run,
+            inv,
+            &inner,
+            client,
+            system,
+            &tools,
+            &mut history,
+            &results_stored,
+        )
+        .await?;
         // Journalled with the first attempt's start, in one group.
         let request_created = Event::new("model_request_created", json!({"invocationId": inv.id, "round": round, "snapshotId": inner.snapshot.snapshot_id, "snapshotPath": inv.snapshot_path, "contract": inner.turn, "messages": history.len()})).inv(&inv.id);
         let body = match call_with_retries(
@@ -329,6 +345,7 @@ pub async fn drive_invocation(
             &calls,
             &outcome.results,
         )?);
+        results_stored.extend(trim::stored_results(inv, &calls, &outcome.results));
         let end = if round >= max_rounds && outcome.terminal.is_none() {
             let f = Failure {
                 code: codes::AGENT_MAX_TOOL_ROUNDS_EXCEEDED.as_str().into(),
