@@ -2,8 +2,9 @@
 """Checks toolplane's provider wire fixtures against the providers' own SDK types.
 
 The fixtures in ./fixtures/<format>/<kind>__<case>.json are written by the Rust test
-`libs/toolplane-model/tests/sdk_fixtures.rs`: the tools, tool choices, tool-result messages and
-assistant histories toolplane emits, and the sample responses its decoder is tested on. Each file is
+`libs/toolplane-model/tests/sdk_fixtures.rs`: the tools, tool choices, tool-result messages,
+assistant histories and histories trimmed to a context budget toolplane emits, and the sample
+responses its decoder is tested on. Each file is
 validated with pydantic against the SDK type the provider's own client would send or receive
 (`openai`, `anthropic`, `google-genai`, versions pinned in requirements.txt):
 
@@ -104,6 +105,11 @@ SPEC: Dict[tuple, tuple] = {
         List[OC.ChatCompletionToolMessageParam],
         _no_extra,
     ),
+    ("openai_chat", "trimmed"): (
+        "list[openai.types.chat.ChatCompletionMessageParam]",
+        List[OC.ChatCompletionMessageParam],
+        _no_extra,
+    ),
     # OpenAI Responses
     ("openai_responses", "tools"): (
         "list[openai.types.responses.FunctionToolParam]",
@@ -133,6 +139,11 @@ SPEC: Dict[tuple, tuple] = {
     ("openai_responses", "results"): (
         "list[openai.types.responses.response_input_item_param.FunctionCallOutput]",
         List[response_input_item_param.FunctionCallOutput],
+        _no_extra,
+    ),
+    ("openai_responses", "trimmed"): (
+        "list[openai.types.responses.ResponseInputItemParam]",
+        List[OR.ResponseInputItemParam],
         _no_extra,
     ),
     # Anthropic Messages
@@ -166,6 +177,11 @@ SPEC: Dict[tuple, tuple] = {
         List[A.MessageParam],
         _anthropic_blocks_are(A.ToolResultBlockParam),
     ),
+    ("anthropic_messages", "trimmed"): (
+        "list[anthropic.types.MessageParam]",
+        List[A.MessageParam],
+        _no_extra,
+    ),
     # Gemini (google-genai pydantic models; wire names are their camelCase aliases)
     ("gemini", "tools"): ("list[google.genai.types.Tool]", List[G.Tool], _no_extra),
     ("gemini", "tool_config"): ("google.genai.types.ToolConfig", G.ToolConfig, _no_extra),
@@ -177,6 +193,7 @@ SPEC: Dict[tuple, tuple] = {
     ("gemini", "input__assistant"): ("google.genai.types.Content", G.Content, _no_extra),
     ("gemini", "history"): ("list[google.genai.types.Content]", List[G.Content], _no_extra),
     ("gemini", "results"): ("list[google.genai.types.Content]", List[G.Content], _no_extra),
+    ("gemini", "trimmed"): ("list[google.genai.types.Content]", List[G.Content], _no_extra),
 }
 
 # Per-fixture facts the SDK types cannot express on their own.

@@ -212,6 +212,14 @@ pub enum ModelKind {
     Scripted,
 }
 
+/// The names `model.providerFormat` accepts (the provider wire formats' stable names).
+pub const MODEL_FORMATS: [&str; 4] = [
+    "openai_chat",
+    "openai_responses",
+    "anthropic_messages",
+    "gemini",
+];
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ModelEndpoint {
@@ -230,6 +238,14 @@ pub struct ModelEndpoint {
     pub timeout_ms: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_retries: Option<u32>,
+    /// The wire format (`openai_chat`, `openai_responses`, `anthropic_messages`, `gemini`);
+    /// absent = the kind's native one. Which kinds speak which formats is the runtime's rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_format: Option<String>,
+    /// The most tokens (estimated) one request may carry before the history is trimmed; absent =
+    /// the runtime's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_budget_tokens: Option<u32>,
 }
 
 fn default_max_calls() -> u32 {
@@ -435,6 +451,21 @@ impl Profile {
             if let Some(t) = m.timeout_ms {
                 limit("model.timeoutMs", t, 3_600_000)?;
             }
+            if let Some(t) = m.context_budget_tokens {
+                limit("model.contextBudgetTokens", t, 100_000_000)?;
+            }
+            if let Some(f) = &m.provider_format
+                && !MODEL_FORMATS.contains(&f.as_str())
+            {
+                return Err(CoreError::new(
+                    PROFILE_INVALID,
+                    format!(
+                        "model.providerFormat `{}` is not one of {}",
+                        f.chars().take(64).collect::<String>(),
+                        MODEL_FORMATS.join(", ")
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -520,6 +551,14 @@ mod tests {
     }
 
     #[test]
+    fn a_model_endpoint_names_its_format_and_context_budget() {
+        let p = Profile::from_json(r#"{"id":"a","tools":{"allow":[]},"model":{"kind":"openai-compatible","baseUrl":"http://h/v1","providerFormat":"openai_responses","contextBudgetTokens":32000}}"#).unwrap();
+        let m = p.model.unwrap();
+        assert_eq!(m.provider_format.as_deref(), Some("openai_responses"));
+        assert_eq!(m.context_budget_tokens, Some(32_000));
+    }
+
+    #[test]
     fn bad_profiles_get_coded_errors() {
         let cases = [
             (r#"{"id":"a"}"#, PROFILE_INVALID),
@@ -588,6 +627,14 @@ mod tests {
             (
                 r#"{"id":"a","tools":{"allow":[]},"model":{"kind":"scripted"}}"#,
                 PROFILE_INVALID,
+            ),
+            (
+                r#"{"id":"a","tools":{"allow":[]},"model":{"kind":"gemini","baseUrl":"http://h","providerFormat":"vertex"}}"#,
+                PROFILE_INVALID,
+            ),
+            (
+                r#"{"id":"a","tools":{"allow":[]},"model":{"kind":"gemini","baseUrl":"http://h","contextBudgetTokens":0}}"#,
+                PROFILE_INVALID_LIMIT,
             ),
             ("not json", PROFILE_INVALID),
         ];

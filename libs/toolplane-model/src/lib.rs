@@ -20,13 +20,14 @@
 //! ids synthesised only for Gemini, …) are documented in each provider module.
 
 pub mod anthropic;
+pub mod context;
 pub mod format;
 pub mod gemini;
 pub mod openai_chat;
 pub mod openai_responses;
 mod wire;
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use toolplane_core::error::{CoreError, MODEL_MALFORMED_RESPONSE, MODEL_TOOL_CALL_REQUIRED};
 use toolplane_core::invocation::ToolInvocation;
 use toolplane_core::result::AgentToolResult;
@@ -164,4 +165,14 @@ pub fn encode_results(
         ProviderFormat::AnthropicMessages => anthropic::results(&answers),
         ProviderFormat::Gemini => gemini::results(&answers),
     })
+}
+
+/// A plain user message in the provider's history shape: `{"role": "user", "content": text}`
+/// (OpenAI chat, Responses as an input message, Anthropic) or `{"role": "user", "parts":
+/// [{"text": text}]}` (Gemini).
+pub fn user_message(format: ProviderFormat, text: &str) -> Value {
+    match format {
+        ProviderFormat::Gemini => json!({"role": "user", "parts": [{"text": text}]}),
+        _ => json!({"role": "user", "content": text}),
+    }
 }

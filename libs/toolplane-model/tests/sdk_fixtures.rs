@@ -110,7 +110,14 @@ fn fixture_set_covers_every_kind_for_every_format() {
     let files = expected_files();
     for format in ProviderFormat::ALL {
         let (choice_kind, _) = common::choice_kind(format);
-        for kind in ["tools", choice_kind, "input", "history", "results"] {
+        for kind in [
+            "tools",
+            choice_kind,
+            "input",
+            "history",
+            "results",
+            "trimmed",
+        ] {
             assert!(
                 files
                     .keys()

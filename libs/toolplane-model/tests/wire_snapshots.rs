@@ -243,6 +243,52 @@ fn openai_chat() {
                   }
                 ]"#]],
             ),
+            (
+                "trimmed__history",
+                expect![[r#"
+                [
+                  {
+                    "role": "user",
+                    "content": "Roll the dice."
+                  },
+                  {
+                    "role": "user",
+                    "content": "[1 earlier turn(s) of this conversation were removed to fit the context window. Their tool results are still stored under `tool-results/`.]"
+                  },
+                  {
+                    "role": "assistant",
+                    "content": "Rolling first, then filing the issue.",
+                    "tool_calls": [
+                      {
+                        "id": "call_7Gx2",
+                        "type": "function",
+                        "function": {
+                          "name": "dice_roll",
+                          "arguments": "{\"notation\":\"3d6+4\"}"
+                        }
+                      },
+                      {
+                        "id": "call_Q9d1",
+                        "type": "function",
+                        "function": {
+                          "name": "mcp__github__create_issue",
+                          "arguments": "{\"title\":\"Dice are loaded\",\"labels\":[\"bug\"]}"
+                        }
+                      }
+                    ]
+                  },
+                  {
+                    "role": "tool",
+                    "tool_call_id": "call_7Gx2",
+                    "content": "[This tool result (25 characters) was removed from the conversation to fit the context window. It is stored in full in `tool-results/inv-1/call_7Gx2.json` (its `result.content`). Read it with `workspace_read_file` if you need it again.]"
+                  },
+                  {
+                    "role": "tool",
+                    "tool_call_id": "call_Q9d1",
+                    "content": "[This tool result (111 characters) was removed from the conversation to fit the context window. It is stored in full in `tool-results/inv-1/call_Q9d1.json` (its `result.content`). Read it with `workspace_read_file` if you need it again.]"
+                  }
+                ]"#]],
+            ),
         ],
     );
 }
@@ -470,6 +516,64 @@ fn openai_responses() {
                     "type": "function_call_output",
                     "call_id": "call_p1",
                     "output": ""
+                  }
+                ]"#]],
+            ),
+            (
+                "trimmed__history",
+                expect![[r#"
+                [
+                  {
+                    "role": "user",
+                    "content": "Roll the dice."
+                  },
+                  {
+                    "role": "user",
+                    "content": "[1 earlier turn(s) of this conversation were removed to fit the context window. Their tool results are still stored under `tool-results/`.]"
+                  },
+                  {
+                    "type": "reasoning",
+                    "id": "rs_68af",
+                    "summary": []
+                  },
+                  {
+                    "type": "message",
+                    "id": "msg_68af",
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [
+                      {
+                        "type": "output_text",
+                        "text": "Rolling first, then filing the issue.",
+                        "annotations": []
+                      }
+                    ]
+                  },
+                  {
+                    "type": "function_call",
+                    "id": "fc_68af0",
+                    "name": "dice_roll",
+                    "arguments": "{\"notation\":\"3d6+4\"}",
+                    "status": "completed",
+                    "call_id": "call_r1"
+                  },
+                  {
+                    "type": "function_call",
+                    "id": "fc_68af1",
+                    "name": "mcp__github__create_issue",
+                    "arguments": "{\"title\":\"Dice are loaded\",\"labels\":[\"bug\"]}",
+                    "status": "completed",
+                    "call_id": "call_r2"
+                  },
+                  {
+                    "type": "function_call_output",
+                    "call_id": "call_r1",
+                    "output": "[This tool result (25 characters) was removed from the conversation to fit the context window. It is stored in full in `tool-results/inv-1/call_r1.json` (its `result.content`). Read it with `workspace_read_file` if you need it again.]"
+                  },
+                  {
+                    "type": "function_call_output",
+                    "call_id": "call_r2",
+                    "output": "[This tool result (111 characters) was removed from the conversation to fit the context window. It is stored in full in `tool-results/inv-1/call_r2.json` (its `result.content`). Read it with `workspace_read_file` if you need it again.]"
                   }
                 ]"#]],
             ),
@@ -715,6 +819,70 @@ fn anthropic_messages() {
                         "type": "tool_result",
                         "tool_use_id": "toolu_01Px",
                         "is_error": false
+                      }
+                    ]
+                  }
+                ]"#]],
+            ),
+            (
+                "trimmed__history",
+                expect![[r#"
+                [
+                  {
+                    "role": "user",
+                    "content": "Roll the dice."
+                  },
+                  {
+                    "role": "user",
+                    "content": "[1 earlier turn(s) of this conversation were removed to fit the context window. Their tool results are still stored under `tool-results/`.]"
+                  },
+                  {
+                    "role": "assistant",
+                    "content": [
+                      {
+                        "type": "thinking",
+                        "thinking": "The user wants a roll and an issue.",
+                        "signature": "EqQBCkgIARABGAIiQL1"
+                      },
+                      {
+                        "type": "text",
+                        "text": "Rolling first, then filing the issue."
+                      },
+                      {
+                        "type": "tool_use",
+                        "name": "dice_roll",
+                        "input": {
+                          "notation": "3d6+4"
+                        },
+                        "id": "toolu_01A09q90qw90lq917835lq9"
+                      },
+                      {
+                        "type": "tool_use",
+                        "name": "mcp__github__create_issue",
+                        "input": {
+                          "title": "Dice are loaded",
+                          "labels": [
+                            "bug"
+                          ]
+                        },
+                        "id": "toolu_01Bx"
+                      }
+                    ]
+                  },
+                  {
+                    "role": "user",
+                    "content": [
+                      {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_01A09q90qw90lq917835lq9",
+                        "content": "[This tool result (25 characters) was removed from the conversation to fit the context window. It is stored in full in `tool-results/inv-1/toolu_01A09q90qw90lq917835lq9.json` (its `result.content`). Read it with `workspace_read_file` if you need it again.]",
+                        "is_error": false
+                      },
+                      {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_01Bx",
+                        "content": "[This tool result (111 characters) was removed from the conversation to fit the context window. It is stored in full in `tool-results/inv-1/toolu_01Bx.json` (its `result.content`). Read it with `workspace_read_file` if you need it again.]",
+                        "is_error": true
                       }
                     ]
                   }
@@ -989,6 +1157,81 @@ fn gemini() {
                           "name": "mcp__github__ping",
                           "response": {
                             "output": ""
+                          }
+                        }
+                      }
+                    ]
+                  }
+                ]"#]],
+            ),
+            (
+                "trimmed__history",
+                expect![[r#"
+                [
+                  {
+                    "role": "user",
+                    "parts": [
+                      {
+                        "text": "Roll the dice."
+                      }
+                    ]
+                  },
+                  {
+                    "role": "user",
+                    "parts": [
+                      {
+                        "text": "[1 earlier turn(s) of this conversation were removed to fit the context window. Their tool results are still stored under `tool-results/`.]"
+                      }
+                    ]
+                  },
+                  {
+                    "role": "model",
+                    "parts": [
+                      {
+                        "text": "Roll first; the issue needs the result.",
+                        "thought": true
+                      },
+                      {
+                        "text": "Rolling first, then filing the issue."
+                      },
+                      {
+                        "functionCall": {
+                          "name": "dice_roll",
+                          "args": {
+                            "notation": "3d6+4"
+                          }
+                        },
+                        "thoughtSignature": "CiQBVKhc7vB2fOOOTaQXN8Zq9p0="
+                      },
+                      {
+                        "functionCall": {
+                          "name": "mcp__github__create_issue",
+                          "args": {
+                            "title": "Dice are loaded",
+                            "labels": [
+                              "bug"
+                            ]
+                          }
+                        }
+                      }
+                    ]
+                  },
+                  {
+                    "role": "user",
+                    "parts": [
+                      {
+                        "functionResponse": {
+                          "name": "dice_roll",
+                          "response": {
+                            "output": "[This tool result (25 characters) was removed from the conversation to fit the context window. It is stored in full in `tool-results/inv-1/2:0.json` (its `result.content`). Read it with `workspace_read_file` if you need it again.]"
+                          }
+                        }
+                      },
+                      {
+                        "functionResponse": {
+                          "name": "mcp__github__create_issue",
+                          "response": {
+                            "error": "[This tool result (111 characters) was removed from the conversation to fit the context window. It is stored in full in `tool-results/inv-1/2:1.json` (its `result.content`). Read it with `workspace_read_file` if you need it again.]"
                           }
                         }
                       }

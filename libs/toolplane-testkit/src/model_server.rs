@@ -1,8 +1,12 @@
-//! A scripted OpenAI-compatible model server on `127.0.0.1:0`, for driving the runtime's loop
-//! through its real HTTP client: each `POST /v1/chat/completions` gets the next scripted reply
-//! (a completion with tool calls, plain text, a malformed body, or an error status such as 429 or
-//! 500), and every request body is recorded for assertions. `POST /v1/messages` serves the same
-//! script for Anthropic Messages endpoints, whose replies are scripted with [`ScriptedReply::raw`].
+//! A scripted model server on `127.0.0.1:0`, for driving the runtime's loop through its real HTTP
+//! client: each request gets the next scripted reply (a reply with tool calls, plain text, a
+//! malformed body, or an error status such as 429 or 500), and every request body and path is
+//! recorded for assertions. One script serves every provider's endpoint:
+//! `POST /v1/chat/completions` (OpenAI Chat Completions), `POST /v1/responses` (OpenAI Responses),
+//! `POST /v1/messages` (Anthropic Messages) and `POST /v1beta/models/{model}:generateContent`
+//! (Gemini); the replies are scripted in the matching shape ([`ScriptedReply::tool_calls`],
+//! [`ScriptedReply::responses_calls`], [`ScriptedReply::anthropic_calls`],
+//! [`ScriptedReply::gemini_calls`]).
 //!
 //! It serves scripts only; it never decides anything about tools.
 
@@ -15,6 +19,7 @@ use axum::Json;
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::http::Uri;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
@@ -41,6 +46,38 @@ impl ScriptedReply {
             .map(|(i, (name, args))| json!({"id": format!("call_{n}_{i}"), "type": "function", "function": {"name": name, "arguments": args.to_string()}}))
             .collect();
         Self::completion(json!({"role": "assistant", "content": null, "tool_calls": calls}))
+    }
+
+    /// An OpenAI Responses `response` whose `output` calls these tools: `function_call` items with
+    /// ids `fc_<n>_<i>` and call ids `call_<n>_<i>`, arguments as JSON text.
+    pub fn responses_calls(n: usize, calls: &[(&str, Value)]) -> Self {
+        let output: Vec<Value> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, (name, args))| json!({"type": "function_call", "id": format!("fc_{n}_{i}"), "call_id": format!("call_{n}_{i}"), "name": name, "arguments": args.to_string(), "status": "completed"}))
+            .collect();
+        Self::raw(&json!({"id": format!("resp_{n}"), "object": "response", "created_at": 0, "status": "completed", "model": "scripted", "output": output, "parallel_tool_calls": true, "tool_choice": "auto", "tools": [], "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}}).to_string())
+    }
+
+    /// An Anthropic Messages `message` whose content calls these tools: `tool_use` blocks with
+    /// ids `toolu_<n>_<i>`.
+    pub fn anthropic_calls(n: usize, calls: &[(&str, Value)]) -> Self {
+        let content: Vec<Value> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, (name, input))| json!({"type": "tool_use", "id": format!("toolu_{n}_{i}"), "name": name, "input": input}))
+            .collect();
+        Self::raw(&json!({"id": format!("msg_{n}"), "type": "message", "role": "assistant", "model": "scripted", "content": content, "stop_reason": "tool_use", "stop_sequence": null, "usage": {"input_tokens": 1, "output_tokens": 1}}).to_string())
+    }
+
+    /// A Gemini `GenerateContentResponse` whose one candidate calls these tools: `functionCall`
+    /// parts without ids, as the Gemini API sends them.
+    pub fn gemini_calls(calls: &[(&str, Value)]) -> Self {
+        let parts: Vec<Value> = calls
+            .iter()
+            .map(|(name, args)| json!({"functionCall": {"name": name, "args": args}}))
+            .collect();
+        Self::raw(&json!({"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}], "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2}, "modelVersion": "scripted"}).to_string())
     }
 
     /// A completion with plain text and no tool calls.
@@ -77,6 +114,7 @@ impl ScriptedReply {
 struct Script {
     replies: Mutex<VecDeque<ScriptedReply>>,
     requests: Mutex<Vec<Value>>,
+    paths: Mutex<Vec<String>>,
 }
 
 /// A running scripted model server.
@@ -102,6 +140,15 @@ impl ModelServer {
             .unwrap_or_default()
     }
 
+    /// The path of every request received so far, in order.
+    pub fn paths(&self) -> Vec<String> {
+        self.script
+            .paths
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default()
+    }
+
     /// Replies not yet served.
     pub fn remaining(&self) -> usize {
         self.script.replies.lock().map(|r| r.len()).unwrap_or(0)
@@ -116,9 +163,16 @@ impl Drop for ModelServer {
     }
 }
 
-async fn complete(State(script): State<Arc<Script>>, Json(body): Json<Value>) -> Response {
+async fn complete(
+    State(script): State<Arc<Script>>,
+    uri: Uri,
+    Json(body): Json<Value>,
+) -> Response {
     if let Ok(mut r) = script.requests.lock() {
         r.push(body);
+    }
+    if let Ok(mut p) = script.paths.lock() {
+        p.push(uri.path().to_owned());
     }
     let next = script.replies.lock().ok().and_then(|mut q| q.pop_front());
     let Some(reply) = next else {
@@ -140,11 +194,15 @@ pub async fn spawn_model_server(replies: Vec<ScriptedReply>) -> Result<ModelServ
     let script = Arc::new(Script {
         replies: Mutex::new(replies.into()),
         requests: Mutex::new(Vec::new()),
+        paths: Mutex::new(Vec::new()),
     });
     let app = Router::new()
         .route("/v1/chat/completions", post(complete))
         .route("/chat/completions", post(complete))
         .route("/v1/messages", post(complete))
+        .route("/v1/responses", post(complete))
+        .route("/responses", post(complete))
+        .route("/v1beta/models/{model_and_method}", post(complete))
         .with_state(script.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;

@@ -40,10 +40,22 @@ pub struct RuntimeConfig {
     /// First backoff between model retries; doubles each attempt.
     #[serde(with = "millis")]
     pub model_retry_backoff: Duration,
+    /// The most tokens (estimated) one model request may carry when its endpoint names no
+    /// `context_budget_tokens`; 0 never trims.
+    #[serde(default = "default_context_budget")]
+    pub model_context_budget_tokens: u32,
     /// Longest `agent.await` (and sub-agent tool call) waits for delegated tasks.
     #[serde(with = "secs", default = "default_await_timeout")]
     pub agent_await_timeout: Duration,
 }
+
+fn default_context_budget() -> u32 {
+    DEFAULT_CONTEXT_BUDGET_TOKENS
+}
+
+/// The default context budget: under the 128k-token windows of current hosted models, with room
+/// for the reply and the estimate's error.
+pub const DEFAULT_CONTEXT_BUDGET_TOKENS: u32 = 100_000;
 
 fn default_await_timeout() -> Duration {
     Duration::from_secs(10 * 60)
@@ -64,6 +76,7 @@ impl Default for RuntimeConfig {
             model_max_retries: 3,
             model_retry_backoff: Duration::from_millis(500),
             agent_await_timeout: default_await_timeout(),
+            model_context_budget_tokens: DEFAULT_CONTEXT_BUDGET_TOKENS,
         }
     }
 }

@@ -420,11 +420,21 @@ pub fn outputs(format: ProviderFormat) -> Vec<Output> {
     let s = standard(format);
     let whole = whole_response(format, &s);
     let part = assistant_part(format, &ping(format));
+    let mut turns: Vec<Vec<Value>> = Vec::new();
+    let mut stored = Vec::new();
     for (case, input) in [("response", whole), ("assistant", part)] {
         let decoded = toolplane_model::decode_calls(format, &turn, &input).unwrap();
         let results = results_for(&decoded.invocations);
         let encoded =
             toolplane_model::encode_results(format, &turn, &decoded.invocations, &results).unwrap();
+        turns.push(decoded.history.iter().chain(&encoded).cloned().collect());
+        stored.extend(results.iter().map(|r| {
+            toolplane_model::context::StoredResult::new(
+                r.call_id.clone(),
+                format!("tool-results/inv-1/{}.json", r.call_id),
+                &r.model_content(),
+            )
+        }));
         out.push(Output {
             kind: "input",
             case,
@@ -446,5 +456,22 @@ pub fn outputs(format: ProviderFormat) -> Vec<Output> {
             value: Value::Array(encoded),
         });
     }
+    // The two turns (the ping first) trimmed to nothing: every result externalised, the older
+    // turn dropped.
+    let mut conversation = vec![toolplane_model::user_message(format, "Roll the dice.")];
+    conversation.extend(turns.into_iter().rev().flatten());
+    let budget = toolplane_model::context::Budget {
+        max_tokens: 0,
+        fixed_tokens: 0,
+        stored: &stored,
+        min_externalise_chars: 0,
+        read_tool: Some("workspace_read_file"),
+    };
+    let trim = toolplane_model::context::fit(format, &conversation, &budget).unwrap();
+    out.push(Output {
+        kind: "trimmed",
+        case: "history",
+        value: Value::Array(trim.history),
+    });
     out
 }

@@ -1,11 +1,13 @@
-//! Model endpoints for the runtime-driven loop (FEATURES P2): OpenAI-compatible Chat Completions
-//! (also vLLM, Ollama, llama.cpp servers), Anthropic Messages, Gemini `generateContent`, and a
-//! scripted provider that replays a file of model turns for offline runs and tests.
+//! Model endpoints for the runtime-driven loop: OpenAI-compatible servers speaking Chat
+//! Completions (also vLLM, Ollama, llama.cpp servers) or Responses, Anthropic Messages, Gemini
+//! `generateContent`, and a scripted provider that replays a file of model turns for offline runs
+//! and tests.
 //!
 //! A provider only moves bytes: request bodies are assembled from the provider-native history and
 //! the turn's tool fields (`toolplane-model` owns the wire formats), and the response body is
 //! returned as text for the caller to store and decode. Whether a failure is worth retrying is
-//! decided here (timeouts, connection errors, 429 and 5xx are; other statuses are not).
+//! decided here (timeouts, connection errors, 429 and 5xx are; other statuses are not), and so is
+//! which wire format an endpoint speaks ([`resolve_format`]).
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -15,6 +17,8 @@ use toolplane_core::error::with_causes;
 use toolplane_core::profile::{ModelEndpoint as ProfileEndpoint, ModelKind};
 use toolplane_model::ProviderFormat;
 use toolplane_proto::v1 as pb;
+
+pub use toolplane_model::user_message;
 
 /// Largest response body accepted from a model endpoint.
 pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
@@ -33,15 +37,54 @@ pub struct Endpoint {
     pub extra_body: Map<String, Value>,
     pub headers: Vec<(String, String)>,
     pub script: Option<Vec<Value>>,
+    /// The wire format spoken, resolved from the kind and the requested format.
+    pub format: ProviderFormat,
+    /// The most tokens one request may carry; `None` uses the runtime's default.
+    pub context_budget_tokens: Option<u32>,
+}
+
+/// The wire format an endpoint of `kind` speaks when `requested` (none = the kind's native
+/// format): an OpenAI-compatible endpoint speaks Chat Completions or Responses, Anthropic only
+/// Messages, Gemini only `generateContent`, and a scripted endpoint replays Chat Completions
+/// turns. Any other combination is refused with what the kind accepts.
+pub fn resolve_format(
+    kind: ModelKind,
+    requested: Option<ProviderFormat>,
+) -> Result<ProviderFormat, String> {
+    let (native, accepted, name): (ProviderFormat, &[ProviderFormat], &str) = match kind {
+        ModelKind::OpenaiCompatible => (
+            ProviderFormat::OpenAiChat,
+            &[ProviderFormat::OpenAiChat, ProviderFormat::OpenAiResponses],
+            "openai-compatible",
+        ),
+        ModelKind::Anthropic => (
+            ProviderFormat::AnthropicMessages,
+            &[ProviderFormat::AnthropicMessages],
+            "anthropic",
+        ),
+        ModelKind::Gemini => (ProviderFormat::Gemini, &[ProviderFormat::Gemini], "gemini"),
+        ModelKind::Scripted => (
+            ProviderFormat::OpenAiChat,
+            &[ProviderFormat::OpenAiChat],
+            "scripted",
+        ),
+    };
+    match requested {
+        None => Ok(native),
+        Some(f) if accepted.contains(&f) => Ok(f),
+        Some(f) => {
+            let names: Vec<&str> = accepted.iter().map(|a| a.as_str()).collect();
+            Err(format!(
+                "a {name} model endpoint cannot speak the provider format {f}; it speaks {}",
+                names.join(" or ")
+            ))
+        }
+    }
 }
 
 impl Endpoint {
     pub fn format(&self) -> ProviderFormat {
-        match self.kind {
-            ModelKind::OpenaiCompatible | ModelKind::Scripted => ProviderFormat::OpenAiChat,
-            ModelKind::Anthropic => ProviderFormat::AnthropicMessages,
-            ModelKind::Gemini => ProviderFormat::Gemini,
-        }
+        self.format
     }
 
     /// From a run spec's endpoint.
@@ -77,6 +120,20 @@ impl Endpoint {
             ModelKind::Scripted => Some(parse_script(e.script_json.as_deref().unwrap_or(""))?),
             _ => None,
         };
+        let requested = match pb::ProviderFormat::try_from(e.provider_format) {
+            Ok(pb::ProviderFormat::Unspecified) => None,
+            Ok(pb::ProviderFormat::OpenaiChat) => Some(ProviderFormat::OpenAiChat),
+            Ok(pb::ProviderFormat::OpenaiResponses) => Some(ProviderFormat::OpenAiResponses),
+            Ok(pb::ProviderFormat::AnthropicMessages) => Some(ProviderFormat::AnthropicMessages),
+            Ok(pb::ProviderFormat::Gemini) => Some(ProviderFormat::Gemini),
+            Err(_) => {
+                return Err(format!(
+                    "the model endpoint's provider_format {} is not a known format",
+                    e.provider_format
+                ));
+            }
+        };
+        let format = resolve_format(kind, requested)?;
         Ok(Endpoint {
             kind,
             base_url: base_url(kind, &e.base_url)?,
@@ -97,6 +154,8 @@ impl Endpoint {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
             script,
+            format,
+            context_budget_tokens: e.context_budget_tokens.filter(|n| *n > 0),
         })
     }
 
@@ -114,6 +173,13 @@ impl Endpoint {
             }
             _ => None,
         };
+        let requested = e
+            .provider_format
+            .as_deref()
+            .map(ProviderFormat::parse)
+            .transpose()
+            .map_err(|err| format!("model.providerFormat: {err}"))?;
+        let format = resolve_format(e.kind, requested)?;
         Ok(Endpoint {
             kind: e.kind,
             base_url: base_url(e.kind, e.base_url.as_deref().unwrap_or_default())?,
@@ -129,6 +195,8 @@ impl Endpoint {
             extra_body: Map::new(),
             headers: Vec::new(),
             script,
+            format,
+            context_budget_tokens: e.context_budget_tokens.filter(|n| *n > 0),
         })
     }
 }
@@ -250,41 +318,19 @@ impl ModelClient {
             }
             return Ok(body);
         }
-        let (url, mut body) = match e.kind {
-            ModelKind::Anthropic => {
-                let mut b = json!({"model": e.model, "max_tokens": e.max_output_tokens.unwrap_or(4096), "messages": history});
-                if !system.is_empty() {
-                    b["system"] = json!(system);
-                }
-                (format!("{}/v1/messages", e.base_url), b)
-            }
-            ModelKind::Gemini => {
-                let mut b = json!({"contents": history});
-                if !system.is_empty() {
-                    b["systemInstruction"] = json!({"parts": [{"text": system}]});
-                }
-                (
-                    format!("{}/v1beta/models/{}:generateContent", e.base_url, e.model),
-                    b,
-                )
-            }
-            _ => {
-                let mut messages = Vec::with_capacity(history.len() + 1);
-                if !system.is_empty() {
-                    messages.push(json!({"role": "system", "content": system}));
-                }
-                messages.extend(history.iter().cloned());
-                let mut b = json!({"model": e.model, "messages": messages});
-                if let Some(n) = e.max_output_tokens {
-                    b["max_tokens"] = json!(n);
-                }
-                (format!("{}/chat/completions", e.base_url), b)
-            }
-        };
+        let (url, mut body) = request(e, system, history);
         if let Some(obj) = body.as_object_mut() {
             obj.extend(tools.clone());
             if let Some(t) = e.temperature {
-                obj.insert("temperature".into(), json!(t));
+                if e.format == ProviderFormat::Gemini {
+                    // Gemini takes sampling settings in `generationConfig` only.
+                    let config = obj.entry("generationConfig").or_insert_with(|| json!({}));
+                    if let Some(c) = config.as_object_mut() {
+                        c.insert("temperature".into(), json!(t));
+                    }
+                } else {
+                    obj.insert("temperature".into(), json!(t));
+                }
             }
             obj.extend(e.extra_body.clone());
         }
@@ -401,11 +447,52 @@ fn normalize_scripted_turn(turn: &Value, round: u32) -> Value {
     m
 }
 
-/// A plain user message in a provider's history shape.
-pub fn user_message(format: ProviderFormat, text: &str) -> Value {
-    match format {
-        ProviderFormat::Gemini => json!({"role": "user", "parts": [{"text": text}]}),
-        _ => json!({"role": "user", "content": text}),
+/// The request URL and body (without the tool fields) in the endpoint's format.
+fn request(e: &Endpoint, system: &str, history: &[Value]) -> (String, Value) {
+    match e.format {
+        ProviderFormat::AnthropicMessages => {
+            let mut b = json!({"model": e.model, "max_tokens": e.max_output_tokens.unwrap_or(4096), "messages": history});
+            if !system.is_empty() {
+                b["system"] = json!(system);
+            }
+            (format!("{}/v1/messages", e.base_url), b)
+        }
+        ProviderFormat::Gemini => {
+            let mut b = json!({"contents": history});
+            if !system.is_empty() {
+                b["systemInstruction"] = json!({"parts": [{"text": system}]});
+            }
+            if let Some(n) = e.max_output_tokens {
+                b["generationConfig"] = json!({"maxOutputTokens": n});
+            }
+            (
+                format!("{}/v1beta/models/{}:generateContent", e.base_url, e.model),
+                b,
+            )
+        }
+        // The base URL is the OpenAI-style one that ends in `/v1`, as for Chat Completions.
+        ProviderFormat::OpenAiResponses => {
+            let mut b = json!({"model": e.model, "input": history});
+            if !system.is_empty() {
+                b["instructions"] = json!(system);
+            }
+            if let Some(n) = e.max_output_tokens {
+                b["max_output_tokens"] = json!(n);
+            }
+            (format!("{}/responses", e.base_url), b)
+        }
+        ProviderFormat::OpenAiChat => {
+            let mut messages = Vec::with_capacity(history.len() + 1);
+            if !system.is_empty() {
+                messages.push(json!({"role": "system", "content": system}));
+            }
+            messages.extend(history.iter().cloned());
+            let mut b = json!({"model": e.model, "messages": messages});
+            if let Some(n) = e.max_output_tokens {
+                b["max_tokens"] = json!(n);
+            }
+            (format!("{}/chat/completions", e.base_url), b)
+        }
     }
 }
 
@@ -430,6 +517,112 @@ mod tests {
         } else {
             assert!(https.unwrap_err().contains("--features tls"));
         }
+    }
+
+    fn endpoint(
+        kind: pb::ModelEndpointKind,
+        format: pb::ProviderFormat,
+    ) -> Result<Endpoint, String> {
+        let e = pb::ModelEndpoint {
+            kind: kind as i32,
+            provider_format: format as i32,
+            base_url: "http://127.0.0.1:1/v1".into(),
+            model: "m".into(),
+            script_json: Some("[\"x\"]".into()),
+            ..Default::default()
+        };
+        Endpoint::from_pb(&e, Duration::from_secs(1), 0)
+    }
+
+    #[test]
+    fn an_endpoint_speaks_its_requested_format_or_its_kinds_own() {
+        use pb::ModelEndpointKind as K;
+        use pb::ProviderFormat as F;
+        for (kind, format, want) in [
+            (
+                K::OpenaiCompatible,
+                F::Unspecified,
+                ProviderFormat::OpenAiChat,
+            ),
+            (
+                K::OpenaiCompatible,
+                F::OpenaiChat,
+                ProviderFormat::OpenAiChat,
+            ),
+            (
+                K::OpenaiCompatible,
+                F::OpenaiResponses,
+                ProviderFormat::OpenAiResponses,
+            ),
+            (
+                K::Anthropic,
+                F::Unspecified,
+                ProviderFormat::AnthropicMessages,
+            ),
+            (
+                K::Anthropic,
+                F::AnthropicMessages,
+                ProviderFormat::AnthropicMessages,
+            ),
+            (K::Gemini, F::Unspecified, ProviderFormat::Gemini),
+            (K::Gemini, F::Gemini, ProviderFormat::Gemini),
+            (K::Scripted, F::Unspecified, ProviderFormat::OpenAiChat),
+        ] {
+            assert_eq!(
+                endpoint(kind, format).unwrap().format(),
+                want,
+                "{kind:?} {format:?}"
+            );
+        }
+        for (kind, format, says) in [
+            (
+                K::Anthropic,
+                F::Gemini,
+                "a anthropic model endpoint cannot speak the provider format gemini; it speaks anthropic_messages",
+            ),
+            (K::Anthropic, F::OpenaiChat, "it speaks anthropic_messages"),
+            (K::Gemini, F::OpenaiResponses, "it speaks gemini"),
+            (
+                K::OpenaiCompatible,
+                F::AnthropicMessages,
+                "it speaks openai_chat or openai_responses",
+            ),
+            (K::Scripted, F::OpenaiResponses, "it speaks openai_chat"),
+        ] {
+            let err = endpoint(kind, format).unwrap_err();
+            assert!(err.contains(says), "{kind:?} {format:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_profile_endpoint_names_its_format() {
+        let mut p: ProfileEndpoint = serde_json::from_value(json!({"kind": "openai-compatible", "baseUrl": "http://h/v1", "providerFormat": "openai_responses", "contextBudgetTokens": 5000})).unwrap();
+        let e = Endpoint::from_profile(&p, Duration::from_secs(1), 0).unwrap();
+        assert_eq!(e.format(), ProviderFormat::OpenAiResponses);
+        assert_eq!(e.context_budget_tokens, Some(5000));
+        p.kind = ModelKind::Anthropic;
+        assert!(
+            Endpoint::from_profile(&p, Duration::from_secs(1), 0)
+                .unwrap_err()
+                .contains("cannot speak")
+        );
+    }
+
+    #[test]
+    fn a_responses_request_carries_input_instructions_and_max_output_tokens() {
+        let mut e = endpoint(
+            pb::ModelEndpointKind::OpenaiCompatible,
+            pb::ProviderFormat::OpenaiResponses,
+        )
+        .unwrap();
+        e.max_output_tokens = Some(256);
+        let history = vec![user_message(ProviderFormat::OpenAiResponses, "hi")];
+        let (url, body) = request(&e, "be brief", &history);
+        assert_eq!(url, "http://127.0.0.1:1/v1/responses");
+        assert_eq!(
+            body,
+            json!({"model": "m", "input": [{"role": "user", "content": "hi"}], "instructions": "be brief", "max_output_tokens": 256})
+        );
     }
 
     #[test]

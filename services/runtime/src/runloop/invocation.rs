@@ -24,6 +24,8 @@ use crate::state::{
 use crate::tools::agents::{injection_text, take_injections};
 use crate::tools::executors::tool_context;
 
+use super::trim;
+
 /// Drives one invocation on a model endpoint until it ends: model call, tool turn, repeat. Used
 /// for the run's owner and for delegated children alike; what an end means is the caller's to
 /// decide. Finished children of this invocation are injected into its next model request.
@@ -41,6 +43,8 @@ pub async fn drive_invocation(
     stop: &Stop,
 ) -> Result<LoopEnd, RuntimeError> {
     let format = client.endpoint().format();
+    // Where each result in the history is stored, for externalising it when over budget.
+    let mut results_stored = Vec::new();
     loop {
         if stop.is_set() {
             return Ok(LoopEnd::Cancelled);
@@ -60,6 +64,18 @@ pub async fn drive_invocation(
             inner.snapshot.max_rounds
         };
         let tools = toolplane_model::encode_tools(format, &inner.turn, &inner.snapshot)?;
+        trim::fit_history(
+            rt,
+            run,
+            inv,
+            &inner,
+            client,
+            system,
+            &tools,
+            &mut history,
+            &results_stored,
+        )
+        .await?;
         // Journalled with the first attempt's start, in one group.
         let request_created = Event::new("model_request_created", json!({"invocationId": inv.id, "round": round, "snapshotId": inner.snapshot.snapshot_id, "snapshotPath": inv.snapshot_path, "contract": inner.turn, "messages": history.len()})).inv(&inv.id);
         let body = match call_with_retries(
@@ -162,6 +178,7 @@ pub async fn drive_invocation(
             &calls,
             &outcome.results,
         )?);
+        results_stored.extend(trim::stored_results(inv, &calls, &outcome.results));
         let end = if round >= max_rounds && outcome.terminal.is_none() {
             let f = Failure {
                 code: codes::AGENT_MAX_TOOL_ROUNDS_EXCEEDED.as_str().into(),

@@ -473,6 +473,8 @@ pub fn agent(id: &str, extra: Value) -> Value {
 pub fn scripted(turns: Value) -> Endpoint {
     Endpoint {
         kind: toolplane_core::profile::ModelKind::Scripted,
+        format: toolplane_model::ProviderFormat::OpenAiChat,
+        context_budget_tokens: None,
         base_url: String::new(),
         model: "script".into(),
         api_key: None,
