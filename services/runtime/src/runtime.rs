@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use serde_json::{Value, json};
 use toolplane_core::Profile;
 use toolplane_core::catalog::{CatalogEntry, ToolCatalog};
-use toolplane_core::cycle::{CycleDetector, CycleThresholds};
+use toolplane_core::cycle::CycleDetector;
 use toolplane_core::error::{self as codes, ErrorClass};
 use toolplane_core::gate::ToolRequestGate;
 use toolplane_core::policy::{PlatformPolicy, PolicyLayers, UserPolicy};
@@ -696,12 +696,12 @@ impl Runtime {
         let gate = ToolRequestGate::new(&snapshot);
         let inner = InvocationInner {
             snapshot: Arc::new(snapshot),
+            cycle: CycleDetector::new(profile.tools.cycle),
             profile,
             format,
             turn,
             round: 1,
             gate,
-            cycle: CycleDetector::new(CycleThresholds::default()),
             status: InvocationStatus::Open,
             failure: None,
             ended_ms: 0,
