@@ -599,8 +599,10 @@ async fn dispatch(
             req.get_mut().timeout_ms = Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
             let sent = async {
                 match &binding.executor {
-                    Executor::External { endpoint, .. } => {
+                    Executor::External { host_id, endpoint } => {
                         let mut client = rt.peers.external_executor(endpoint)?;
+                        rt.peers
+                            .add_external_headers(host_id, endpoint, req.metadata_mut());
                         Ok::<_, RuntimeError>(
                             tokio::time::timeout(
                                 timeout + std::time::Duration::from_secs(1),

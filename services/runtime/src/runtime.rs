@@ -568,6 +568,16 @@ impl Runtime {
                     profile.tools.extra_progress_aware.push(id);
                 }
             }
+            // A registered host's endpoint headers (e.g. `authorization`) go with its calls; the
+            // snapshot keeps only the URL.
+            if let Some((x, e)) = listing
+                .external
+                .as_ref()
+                .and_then(|x| Some((x, x.endpoint.as_ref()?)))
+            {
+                self.peers
+                    .set_external_headers(&x.host_id, &e.url, &e.headers);
+            }
             match convert::listing_to_entry(listing) {
                 Ok(e) => entries.push(e),
                 Err(e) => {
