@@ -1,4 +1,4 @@
-//! Agent profiles (FEATURES C7): which tools an agent may use and under which limits.
+//! Agent profiles: which tools an agent may use and under which limits.
 //!
 //! A profile is parsed from JSON with every unknown field rejected and every limit validated:
 //! a profile that parses is a profile the compiler can use. `tools.allow` is required; its order is
@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::builtin;
 use crate::catalog::ToolCatalog;
 use crate::category::Category;
+use crate::cycle::CycleThresholds;
 use crate::error::{
     CoreError, PROFILE_INVALID, PROFILE_INVALID_LIMIT, PROFILE_INVALID_SELECTOR,
     PROFILE_RUNTIME_ONLY_TOOL,
@@ -90,6 +91,9 @@ pub struct ToolPolicy {
     /// Extra progress-aware tools for the cycle detector.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extra_progress_aware: Vec<ToolId>,
+    /// The cycle detector's thresholds; absent keys keep the defaults.
+    #[serde(default, skip_serializing_if = "CycleThresholds::is_default")]
+    pub cycle: CycleThresholds,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -345,6 +349,7 @@ impl Profile {
         if let Some(n) = t.max_calls_per_tool {
             limit("tools.maxCallsPerTool", n, 10_000)?;
         }
+        t.cycle.validate()?;
         for (key, o) in &t.overrides {
             let sel = ToolSelector::parse(key)?;
             if !sel.is_single_tool() {
@@ -636,11 +641,64 @@ mod tests {
                 r#"{"id":"a","tools":{"allow":[]},"model":{"kind":"gemini","baseUrl":"http://h","contextBudgetTokens":0}}"#,
                 PROFILE_INVALID_LIMIT,
             ),
+            (
+                r#"{"id":"a","tools":{"allow":[],"cycle":{"identicalStop":0}}}"#,
+                PROFILE_INVALID_LIMIT,
+            ),
+            (
+                r#"{"id":"a","tools":{"allow":[],"cycle":{"sameToolStop":10001}}}"#,
+                PROFILE_INVALID_LIMIT,
+            ),
+            (
+                r#"{"id":"a","tools":{"allow":[],"cycle":{"identicalWarn":6}}}"#,
+                PROFILE_INVALID_LIMIT,
+            ),
+            (
+                r#"{"id":"a","tools":{"allow":[],"cycle":{"identicalWarn":-1}}}"#,
+                PROFILE_INVALID,
+            ),
+            (
+                r#"{"id":"a","tools":{"allow":[],"cycle":{"explorationStop":40}}}"#,
+                PROFILE_INVALID,
+            ),
+            (
+                r#"{"id":"a","tools":{"allow":[],"cycle":5}}"#,
+                PROFILE_INVALID,
+            ),
             ("not json", PROFILE_INVALID),
         ];
         for (text, want) in cases {
             assert_eq!(code(text), want, "{text}");
         }
+    }
+
+    #[test]
+    fn cycle_thresholds_are_optional_per_key() {
+        let p = Profile::from_json(r#"{"id":"a","tools":{"allow":[]}}"#).unwrap();
+        assert_eq!(p.tools.cycle, CycleThresholds::default());
+        assert!(!serde_json::to_string(&p).unwrap().contains("cycle"));
+        let p = Profile::from_json(
+            r#"{"id":"a","tools":{"allow":[],"cycle":{"identicalStop":8,"sameToolWarn":100,"sameToolStop":200}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            p.tools.cycle,
+            CycleThresholds {
+                identical_warn: 3,
+                identical_stop: 8,
+                same_tool_warn: 100,
+                same_tool_stop: 200,
+            }
+        );
+        let round: Profile = serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
+        assert_eq!(round, p);
+        // Warn equal to stop: the streak stops without a warning first.
+        assert!(
+            Profile::from_json(
+                r#"{"id":"a","tools":{"allow":[],"cycle":{"identicalWarn":4,"identicalStop":4}}}"#
+            )
+            .is_ok()
+        );
     }
 
     #[test]

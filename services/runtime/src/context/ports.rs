@@ -332,7 +332,7 @@ pub enum ToolHost<'a> {
     /// An MCP server, through the mcp-proxy.
     McpProxy,
     /// An external tool host at its endpoint (registered, or from the run spec).
-    External { endpoint: &'a str },
+    External { host_id: &'a str, endpoint: &'a str },
 }
 
 /// The context every executor receives with a call: who calls, in which run and invocation, where

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use toolplane_core::Profile;
 use toolplane_core::catalog::{CatalogEntry, ToolCatalog};
-use toolplane_core::cycle::{CycleDetector, CycleThresholds};
+use toolplane_core::cycle::CycleDetector;
 use toolplane_core::error as codes;
 use toolplane_core::gate::ToolRequestGate;
 use toolplane_core::policy::{PlatformPolicy, PolicyLayers, UserPolicy};
@@ -128,12 +128,12 @@ impl Runtime {
         let gate = ToolRequestGate::new(&snapshot);
         let inner = InvocationInner {
             snapshot: Arc::new(snapshot),
+            cycle: CycleDetector::new(resolved.profile.tools.cycle),
             profile: resolved.profile,
             format,
             turn,
             round: 1,
             gate,
-            cycle: CycleDetector::new(CycleThresholds::default()),
             status: InvocationStatus::Open,
             failure: None,
             ended_ms: 0,

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use toolplane_proto::v1::profile_service_client::ProfileServiceClient;
@@ -28,6 +29,9 @@ use appends::Appends;
 
 pub type Traced = InterceptedService<Channel, TraceContextInterceptor>;
 
+/// Header names and values to send to an external host, by host id and endpoint URL.
+type HostHeaders = HashMap<(String, String), Vec<(String, String)>>;
+
 /// Largest message the runtime accepts from a peer.
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
@@ -37,6 +41,9 @@ pub struct Peers {
     workspace: Channel,
     mcp_proxy: Channel,
     external: Arc<Mutex<HashMap<String, Channel>>>,
+    /// Header values of external hosts' endpoints (e.g. `authorization`) by host id and URL, as the
+    /// catalog's `ResolveProfile` last gave them; sent with every call to that host.
+    external_headers: Arc<Mutex<HostHeaders>>,
     appends: Arc<Appends>,
 }
 
@@ -55,6 +62,7 @@ impl Peers {
             workspace: channel(&cfg.workspace_url)?,
             mcp_proxy: channel(&cfg.mcp_proxy_url)?,
             external: Arc::new(Mutex::new(HashMap::new())),
+            external_headers: Arc::new(Mutex::new(HashMap::new())),
             appends: Arc::new(Appends::default()),
         })
     }
@@ -92,6 +100,42 @@ impl Peers {
     pub fn mcp_executor(&self) -> ToolExecutorClient<Traced> {
         ToolExecutorClient::with_interceptor(self.mcp_proxy.clone(), TraceContextInterceptor)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    /// Remembers the headers a host's registration asks its callers to send.
+    pub fn set_external_headers(
+        &self,
+        host_id: &str,
+        url: &str,
+        headers: &HashMap<String, String>,
+    ) {
+        if let Ok(mut map) = self.external_headers.lock() {
+            let headers = headers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            map.insert((host_id.to_owned(), url.to_owned()), headers);
+        }
+    }
+
+    /// Adds a host's registered headers to a call's metadata. The catalog accepts only lowercase
+    /// ASCII names and printable ASCII values at registration; anything else would be skipped.
+    pub fn add_external_headers(&self, host_id: &str, url: &str, metadata: &mut MetadataMap) {
+        let Ok(map) = self.external_headers.lock() else {
+            return;
+        };
+        for (name, value) in map
+            .get(&(host_id.to_owned(), url.to_owned()))
+            .into_iter()
+            .flatten()
+        {
+            if let (Ok(k), Ok(v)) = (
+                MetadataKey::from_bytes(name.as_bytes()),
+                MetadataValue::try_from(value.as_str()),
+            ) {
+                metadata.insert(k, v);
+            }
+        }
     }
 
     /// The executor of an external host; channels are cached per endpoint.

@@ -64,6 +64,17 @@ impl Catalog for Peers {
             .await
             .map_err(err)?
             .into_inner();
+        // A registered host's endpoint headers (e.g. `authorization`) go with its calls; they stay
+        // in this adapter, never in the snapshot, the journal or the audit.
+        for listing in &r.tools {
+            if let Some((x, e)) = listing
+                .external
+                .as_ref()
+                .and_then(|x| Some((x, x.endpoint.as_ref()?)))
+            {
+                self.set_external_headers(&x.host_id, &e.url, &e.headers);
+            }
+        }
         Ok(ResolvedProfile {
             profile: stored_profile(r.profile),
             platform_policy_json: r.platform_policy.map(|d| d.policy_json),
@@ -371,7 +382,7 @@ impl ToolHosts for Peers {
         let mut client = match host {
             ToolHost::Workspace => self.workspace_executor(),
             ToolHost::McpProxy => self.mcp_executor(),
-            ToolHost::External { endpoint } => self.external_executor(endpoint)?,
+            ToolHost::External { endpoint, .. } => self.external_executor(endpoint)?,
         };
         let mut req = tonic::Request::new(pb::ExecuteRequest {
             context: Some(tool_context_pb(call.context)),
@@ -379,6 +390,9 @@ impl ToolHosts for Peers {
             timeout_ms: call.tool_timeout_ms,
             trace: false,
         });
+        if let ToolHost::External { host_id, endpoint } = host {
+            self.add_external_headers(host_id, endpoint, req.metadata_mut());
+        }
         req.set_timeout(call.request_timeout);
         Ok(match client.execute(req).await {
             Ok(resp) => Ok(executed(call.call, resp.into_inner())),

@@ -81,7 +81,7 @@ pub async fn on_host(
         tool_timeout_ms: Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
     };
     let host = match &binding.executor {
-        Executor::External { endpoint, .. } => ToolHost::External { endpoint },
+        Executor::External { host_id, endpoint } => ToolHost::External { host_id, endpoint },
         _ => ToolHost::McpProxy,
     };
     let sent = tokio::time::timeout(timeout + WIRE_MARGIN, rt.ports.tools.execute(host, request));
