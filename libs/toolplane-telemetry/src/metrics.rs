@@ -355,6 +355,20 @@ fn label_text(names: &[&str], values: &[String], le: Option<&str>) -> String {
     }
 }
 
+/// A service's HTTP port's routes: `GET /metrics` (this registry) and `GET /healthz`.
+pub fn router(registry: Arc<Registry>) -> axum::Router {
+    use axum::routing::get;
+    axum::Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let body = registry.render();
+                async move { ([(axum::http::header::CONTENT_TYPE, CONTENT_TYPE)], body) }
+            }),
+        )
+        .route("/healthz", get(|| async { "ok\n" }))
+}
+
 /// A service's HTTP port: `GET /metrics` (this registry) and `GET /healthz`.
 #[derive(Debug)]
 pub struct MetricsServer {
@@ -369,17 +383,8 @@ impl MetricsServer {
         listener: tokio::net::TcpListener,
         registry: Arc<Registry>,
     ) -> std::io::Result<Self> {
-        use axum::routing::get;
         let addr = listener.local_addr()?;
-        let app = axum::Router::new()
-            .route(
-                "/metrics",
-                get(move || {
-                    let body = registry.render();
-                    async move { ([(axum::http::header::CONTENT_TYPE, CONTENT_TYPE)], body) }
-                }),
-            )
-            .route("/healthz", get(|| async { "ok\n" }));
+        let app = router(registry);
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             let served = axum::serve(listener, app)

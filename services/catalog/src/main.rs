@@ -91,36 +91,16 @@ fn config(args: Args) -> Result<CatalogConfig, CatalogError> {
     Ok(config)
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = ctrl_c => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = ctrl_c.await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
-}
-
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let _telemetry = toolplane_telemetry::init(
         toolplane_telemetry::TelemetryConfig::new("catalog")
             .with_service_version(env!("CARGO_PKG_VERSION")),
     )?;
     let config = config(args)?;
+    // Caught from before the catalog logs that it serves: a signal right after is a clean stop.
+    let stop = toolplane_serve::shutdown_signal();
     let running = toolplane_catalog::start(config).await?;
-    shutdown_signal().await;
+    stop.await;
     tracing::info!("shutting down");
     running.shutdown().await?;
     Ok(())

@@ -1,5 +1,6 @@
-//! Starting and stopping the catalog: the store, the start-up profiles, the gRPC server (with
-//! health, reflection and tracing), the HTTP server and the background refresher.
+//! Starting and stopping the catalog: the store, the start-up profiles, the gRPC and HTTP servers
+//! (through the one start every service shares, `toolplane_serve`: health, reflection, tracing,
+//! the request limit) and the background refresher.
 //!
 //! Owns the listeners and the tasks; [`RunningCatalog::shutdown`] stops them gracefully. It
 //! must never bind anything but the configured addresses (loopback by default).
@@ -11,13 +12,10 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tonic::server::NamedService;
-use tonic::transport::Server;
-use tonic::transport::server::TcpIncoming;
 use toolplane_proto::v1::catalog_service_server::CatalogServiceServer;
 use toolplane_proto::v1::profile_service_server::ProfileServiceServer;
+use toolplane_serve::{ServeOptions, Services, Serving};
 use toolplane_store::{FsStore, MemoryStore, Store, StoreExt, StoreOptions};
-use toolplane_telemetry::GrpcServerTraceLayer;
 
 use crate::cell::CellId;
 use crate::config::{CatalogConfig, StoreConfig};
@@ -34,6 +32,8 @@ pub const NAMESPACE: &str = "catalog";
 pub struct RunningCatalog {
     grpc_addr: SocketAddr,
     http_addr: SocketAddr,
+    /// The gRPC and HTTP servers; `None` once shut down.
+    serving: Option<Serving>,
     catalog: Arc<Catalog>,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<Result<(), CatalogError>>>,
@@ -108,75 +108,34 @@ pub async fn start_unwarmed(
         let loaded = catalog.load_profile_dir(dir).await?;
         tracing::info!(dir = %dir.display(), written = loaded.len(), "profile directory loaded");
     }
-    let grpc_addr = grpc_listener
-        .local_addr()
-        .map_err(|e| io("grpc local address", e))?;
-    let http_addr = http_listener
-        .local_addr()
-        .map_err(|e| io("http local address", e))?;
+    let svc = CatalogGrpc::new(Arc::clone(&catalog));
+    let services = Services::new()
+        .add_service(CatalogServiceServer::new(svc.clone()))
+        .add_service(ProfileServiceServer::new(svc));
+    let options = ServeOptions::new("catalog")
+        .max_request_bytes(config.limits.max_request_bytes)
+        .http(http_listener, crate::http::router(Arc::clone(&catalog)));
+    let serving = toolplane_serve::serve(grpc_listener, services, options)
+        .await
+        .map_err(|e| io("serve", e))?;
+    let grpc_addr = serving.addr();
+    let http_addr = serving
+        .http_addr()
+        .ok_or_else(|| io("http local address", "not served"))?;
 
     let (stop, stopped) = watch::channel(false);
-    let mut tasks = Vec::new();
-
-    let (health, health_service) = tonic_health::server::health_reporter();
-    health
-        .set_serving::<CatalogServiceServer<CatalogGrpc>>()
-        .await;
-    health
-        .set_serving::<ProfileServiceServer<CatalogGrpc>>()
-        .await;
-    let names = [
-        <CatalogServiceServer<CatalogGrpc> as NamedService>::NAME,
-        <ProfileServiceServer<CatalogGrpc> as NamedService>::NAME,
-    ];
-    let reflection_v1 = toolplane_proto::reflection::v1(&names);
-    let reflection_v1alpha = toolplane_proto::reflection::v1alpha(&names);
-    let svc = CatalogGrpc::new(Arc::clone(&catalog));
-    let max_request = config.limits.max_request_bytes;
-    let grpc = Server::builder()
-        .layer(GrpcServerTraceLayer)
-        .add_service(health_service)
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha)
-        .add_service(CatalogServiceServer::new(svc.clone()).max_decoding_message_size(max_request))
-        .add_service(ProfileServiceServer::new(svc).max_decoding_message_size(max_request));
-    let incoming = TcpIncoming::from(grpc_listener).with_nodelay(Some(true));
-    let mut grpc_stop = stopped.clone();
-    tasks.push(tokio::spawn(async move {
-        grpc.serve_with_incoming_shutdown(incoming, async move {
-            let _ = grpc_stop.wait_for(|s| *s).await;
-        })
-        .await
-        .map_err(|e| io("grpc server", e))?;
-        tracing::debug!("grpc server stopped");
-        Ok(())
-    }));
-
-    let app = crate::http::router(Arc::clone(&catalog));
-    let mut http_stop = stopped.clone();
-    tasks.push(tokio::spawn(async move {
-        axum::serve(http_listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = http_stop.wait_for(|s| *s).await;
-            })
-            .await
-            .map_err(|e| io("http server", e))?;
-        tracing::debug!("http server stopped");
-        Ok(())
-    }));
-
     let refresher = Arc::clone(&catalog);
-    let refresh_stop = stopped.clone();
-    tasks.push(tokio::spawn(async move {
-        refresher.run_refresher(refresh_stop).await;
+    let tasks = vec![tokio::spawn(async move {
+        refresher.run_refresher(stopped).await;
         tracing::debug!("refresher stopped");
         Ok(())
-    }));
+    })];
 
     tracing::info!(grpc = %grpc_addr, http = %http_addr, "catalog serving");
     Ok(RunningCatalog {
         grpc_addr,
         http_addr,
+        serving: Some(serving),
         catalog,
         stop,
         tasks,
@@ -237,10 +196,14 @@ impl RunningCatalog {
         &self.catalog
     }
 
-    /// Stops accepting requests, lets in-flight ones finish, and reports how the servers ended.
+    /// Stops accepting requests, lets in-flight ones finish, stops the background refresher and
+    /// warm-up, and reports how the servers ended.
     pub async fn shutdown(mut self) -> Result<(), CatalogError> {
+        let mut result = match self.serving.take() {
+            Some(serving) => serving.shutdown().await.map_err(|e| io("grpc server", e)),
+            None => Ok(()),
+        };
         let _ = self.stop.send(true);
-        let mut result = Ok(());
         for task in std::mem::take(&mut self.tasks) {
             match task.await {
                 Ok(Ok(())) => {}

@@ -3,7 +3,7 @@
 //! The proxy owns MCP registrations (state, per-tool permission), their connections (rmcp
 //! clients over stdio child processes or streamable HTTP), discovery into a cached catalog
 //! (memory, then the store), execution with the rechecks right before sending, and the MCP result
-//! projection. It serves `toolplane.v1.McpProxyService` (administration and the
+//! projection (docs/mcp-proxy.md). It serves `toolplane.v1.McpProxyService` (administration and the
 //! cached listings the catalog service pulls) and `toolplane.v1.ToolExecutor` (calls from the
 //! runtime) on one port.
 //!
@@ -30,7 +30,7 @@ pub mod stdio;
 
 pub use error::ProxyError;
 pub use proxy::{McpProxy, ProxySettings};
-pub use server::{routes, serve};
+pub use server::{routes, serve, start_on};
 
 /// The store namespace the proxy keeps its state in.
 pub const STORE_NAMESPACE: &str = "mcp-proxy";

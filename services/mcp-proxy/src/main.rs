@@ -90,34 +90,20 @@ async fn run() -> Result<(), String> {
     let http = tokio::net::TcpListener::bind(args.http_listen)
         .await
         .map_err(|e| format!("mcp.serve_failed: cannot bind {}: {e}", args.http_listen))?;
-    let metrics = toolplane_telemetry::metrics::MetricsServer::start(http, proxy.metrics())
-        .map_err(|e| format!("mcp.serve_failed: metrics: {e}"))?;
-    tracing::info!(%addr, metrics = %metrics.addr(), "mcp-proxy serving");
-    toolplane_mcp_proxy::serve(listener, proxy, shutdown_signal())
+    let serving = toolplane_mcp_proxy::start_on(listener, proxy, Some(http))
         .await
         .map_err(|e| e.to_string())?;
+    // Caught from before the line scripts wait for: a signal right after it is a clean stop.
+    let stop = toolplane_serve::shutdown_signal();
+    let metrics = serving
+        .http_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    tracing::info!(%addr, %metrics, "mcp-proxy serving");
+    serving
+        .until(stop)
+        .await
+        .map_err(|e| format!("mcp.serve_failed: {e}"))?;
     tracing::info!("mcp-proxy stopped");
     Ok(())
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = ctrl_c => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = ctrl_c.await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
 }

@@ -1,16 +1,15 @@
-//! Serving the proxy over gRPC: `McpProxyService` and `ToolExecutor` on one port, with gRPC
-//! health and reflection and the telemetry server layer. Owns the listener and shutdown order:
-//! stop accepting, finish in-flight RPCs, then close every MCP connection (stopping stdio
-//! children).
+//! Serving the proxy over gRPC: `McpProxyService` and `ToolExecutor` on one port, through the one
+//! start every service shares (`toolplane_serve`: health, reflection, the telemetry layer, its
+//! `/metrics` port). Owns the proxy's shutdown order: stop accepting, finish in-flight RPCs, then
+//! close every MCP connection (stopping stdio children).
 
 use std::future::Future;
 
 use tokio::net::TcpListener;
 use tonic::service::Routes;
-use tonic::transport::Server;
-use tonic::transport::server::TcpIncoming;
 use toolplane_proto::v1::mcp_proxy_service_server::McpProxyServiceServer;
 use toolplane_proto::v1::tool_executor_server::ToolExecutorServer;
+use toolplane_serve::{MessageLimits, ServeOptions, Services, Serving};
 
 use crate::grpc::GrpcProxy;
 use crate::proxy::McpProxy;
@@ -24,35 +23,43 @@ pub const MAX_MESSAGE_BYTES: usize = 160 * 1024 * 1024;
 pub enum ServeError {
     #[error("mcp.serve_failed: {0}")]
     Transport(#[from] tonic::transport::Error),
+    #[error("mcp.serve_failed: {0}")]
+    Serve(#[from] toolplane_serve::ServeError),
 }
 
-/// The proxy's services plus health (both reported serving) and reflection.
-pub async fn routes(proxy: McpProxy) -> Result<Routes, ServeError> {
-    let (reporter, health) = tonic_health::server::health_reporter();
-    reporter
-        .set_serving::<McpProxyServiceServer<GrpcProxy>>()
-        .await;
-    reporter
-        .set_serving::<ToolExecutorServer<GrpcProxy>>()
-        .await;
-    let names = [
-        <McpProxyServiceServer<GrpcProxy> as tonic::server::NamedService>::NAME,
-        <ToolExecutorServer<GrpcProxy> as tonic::server::NamedService>::NAME,
-    ];
+/// The proxy's gRPC services: McpProxyService and ToolExecutor.
+pub fn services(proxy: McpProxy) -> Services {
     let grpc = GrpcProxy::new(proxy);
-    Ok(Routes::new(health)
-        .add_service(toolplane_proto::reflection::v1(&names))
-        .add_service(toolplane_proto::reflection::v1alpha(&names))
-        .add_service(
-            McpProxyServiceServer::new(grpc.clone())
-                .max_decoding_message_size(MAX_MESSAGE_BYTES)
-                .max_encoding_message_size(MAX_MESSAGE_BYTES),
-        )
-        .add_service(
-            ToolExecutorServer::new(grpc)
-                .max_decoding_message_size(MAX_MESSAGE_BYTES)
-                .max_encoding_message_size(MAX_MESSAGE_BYTES),
-        ))
+    Services::new()
+        .add_service(McpProxyServiceServer::new(grpc.clone()))
+        .add_service(ToolExecutorServer::new(grpc))
+}
+
+/// The proxy's services plus health (both reported serving) and reflection, for tests and
+/// benchmarks that run their own server.
+pub async fn routes(proxy: McpProxy) -> Result<Routes, ServeError> {
+    let limits = MessageLimits {
+        decoding: Some(MAX_MESSAGE_BYTES),
+        encoding: Some(MAX_MESSAGE_BYTES),
+    };
+    Ok(services(proxy).into_routes(limits).await.0)
+}
+
+/// Serves the proxy on `listener` (and its `/metrics` on `metrics`, when given); the stop
+/// finishes in-flight RPCs, then closes every MCP connection.
+pub async fn start_on(
+    listener: TcpListener,
+    proxy: McpProxy,
+    metrics: Option<TcpListener>,
+) -> Result<Serving, ServeError> {
+    let closing = proxy.clone();
+    let mut options = ServeOptions::new("mcp-proxy")
+        .max_message_bytes(MAX_MESSAGE_BYTES)
+        .on_shutdown(move || async move { closing.shutdown().await });
+    if let Some(metrics) = metrics {
+        options = options.metrics(metrics, proxy.metrics());
+    }
+    Ok(toolplane_serve::serve(listener, services(proxy), options).await?)
 }
 
 /// Serves until `shutdown` resolves, then finishes in-flight RPCs and closes every MCP
@@ -62,14 +69,8 @@ pub async fn serve(
     proxy: McpProxy,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    let routes = routes(proxy.clone()).await?;
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    let served = Server::builder()
-        .layer(toolplane_telemetry::GrpcServerTraceLayer)
-        .add_routes(routes)
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await;
-    proxy.shutdown().await;
-    served?;
-    Ok(())
+    Ok(start_on(listener, proxy, None)
+        .await?
+        .until(shutdown)
+        .await?)
 }

@@ -29,9 +29,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use toolplane_proto::v1::runtime_service_server::RuntimeServiceServer;
+use toolplane_serve::{ServeOptions, Services, Serving};
 
 pub use config::RuntimeConfig;
 pub use context::Runtime;
@@ -45,53 +45,38 @@ const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
 pub struct RuntimeServer {
     pub addr: SocketAddr,
     pub runtime: Arc<Runtime>,
-    shutdown: Option<oneshot::Sender<()>>,
-    join: JoinHandle<Result<(), tonic::transport::Error>>,
-    reaper: JoinHandle<()>,
-    http: Option<toolplane_telemetry::metrics::MetricsServer>,
+    serving: Serving,
 }
 
 impl RuntimeServer {
-    /// Stops accepting requests, lets in-flight ones finish, and waits for the server to end.
-    pub async fn shutdown(mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        self.reaper.abort();
-        let _ = (&mut self.join).await;
-        if let Some(http) = self.http.take() {
-            http.stop().await;
+    /// Stops accepting requests, lets in-flight ones finish, stops the idle-invocation reaper and
+    /// the metrics port, and waits for the server to end.
+    pub async fn shutdown(self) {
+        if let Err(e) = self.serving.shutdown().await {
+            tracing::warn!(error = %e, "the runtime server stopped with an error");
         }
     }
 
     /// Where `/metrics` is served, once [`RuntimeServer::serve_metrics`] ran.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
-        self.http
-            .as_ref()
-            .map(toolplane_telemetry::metrics::MetricsServer::addr)
+        self.serving.http_addr()
     }
 
     /// Serves `GET /metrics` (and `GET /healthz`) on `listener` until the runtime stops.
     pub fn serve_metrics(&mut self, listener: TcpListener) -> Result<SocketAddr, RuntimeError> {
-        let server = toolplane_telemetry::metrics::MetricsServer::start(
-            listener,
-            Arc::clone(&self.runtime.metrics.registry),
-        )
-        .map_err(|e| RuntimeError::invalid(format!("metrics listener: {e}")))?;
-        let addr = server.addr();
-        self.http = Some(server);
-        Ok(addr)
+        let router =
+            toolplane_telemetry::metrics::router(Arc::clone(&self.runtime.metrics.registry));
+        self.serving
+            .serve_http(listener, router)
+            .map_err(|e| RuntimeError::invalid(format!("metrics listener: {e}")))
     }
 
     /// Waits until the server stops on its own (a transport error).
     pub async fn wait(&mut self) -> Result<(), RuntimeError> {
-        match (&mut self.join).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(RuntimeError::dependency(format!("the server stopped: {e}"))),
-            Err(e) => Err(RuntimeError::dependency(format!(
-                "the server task failed: {e}"
-            ))),
-        }
+        self.serving
+            .wait()
+            .await
+            .map_err(|e| RuntimeError::dependency(format!("the server stopped: {e}")))
     }
 }
 
@@ -104,59 +89,41 @@ pub async fn start(cfg: RuntimeConfig) -> Result<RuntimeServer, RuntimeError> {
     start_on(cfg, listener).await
 }
 
-/// Serves on an already bound listener.
+/// Serves on an already bound listener, through the one start every service shares
+/// (`toolplane_serve::serve`); the idle-invocation reaper stops once in-flight requests finished.
 pub async fn start_on(
     cfg: RuntimeConfig,
     listener: TcpListener,
 ) -> Result<RuntimeServer, RuntimeError> {
-    let addr = listener
-        .local_addr()
-        .map_err(|e| RuntimeError::invalid(e.to_string()))?;
     let runtime = Runtime::open(cfg).await?;
-    let (reporter, health) = tonic_health::server::health_reporter();
-    reporter
-        .set_serving::<RuntimeServiceServer<service::RuntimeGrpc>>()
-        .await;
-    let names = [<RuntimeServiceServer<service::RuntimeGrpc> as tonic::server::NamedService>::NAME];
-    let reflection = toolplane_proto::reflection::v1(&names);
-    let reflection_v1alpha = toolplane_proto::reflection::v1alpha(&names);
-    let svc = RuntimeServiceServer::new(service::RuntimeGrpc {
+    let services = Services::new().add_service(RuntimeServiceServer::new(service::RuntimeGrpc {
         rt: runtime.clone(),
-    })
-    .max_decoding_message_size(MAX_REQUEST_BYTES)
-    .max_encoding_message_size(MAX_REQUEST_BYTES);
-    let (tx, rx) = oneshot::channel::<()>();
-    // `serve_with_incoming` does not apply the builder's `tcp_nodelay`; set it on the incoming
-    // connections, or Nagle's algorithm and delayed ACKs add ~40 ms to every small response.
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    let join = tokio::spawn(
-        tonic::transport::Server::builder()
-            .layer(toolplane_telemetry::GrpcServerTraceLayer)
-            .add_service(health)
-            .add_service(reflection)
-            .add_service(reflection_v1alpha)
-            .add_service(svc)
-            .serve_with_incoming_shutdown(incoming, async {
-                let _ = rx.await;
-            }),
-    );
-    let reaper_rt = runtime.clone();
-    let every = (reaper_rt.cfg.invocation_idle_timeout / 4)
-        .clamp(Duration::from_millis(50), Duration::from_secs(60));
-    let reaper = tokio::spawn(async move {
-        let mut tick = tokio::time::interval(every);
-        loop {
-            tick.tick().await;
-            reaper_rt.reap_idle().await;
-        }
-    });
+    }));
+    let reaper = spawn_reaper(Arc::clone(&runtime));
+    let options = ServeOptions::new("runtime")
+        .max_message_bytes(MAX_REQUEST_BYTES)
+        .on_shutdown(move || async move { reaper.abort() });
+    let serving = toolplane_serve::serve(listener, services, options)
+        .await
+        .map_err(|e| RuntimeError::invalid(e.to_string()))?;
+    let addr = serving.addr();
     tracing::info!(%addr, "runtime serving");
     Ok(RuntimeServer {
         addr,
         runtime,
-        shutdown: Some(tx),
-        join,
-        reaper,
-        http: None,
+        serving,
+    })
+}
+
+/// Closes idle invocations, checking four times per idle timeout (between 50 ms and 60 s).
+fn spawn_reaper(runtime: Arc<Runtime>) -> JoinHandle<()> {
+    let every = (runtime.cfg.invocation_idle_timeout / 4)
+        .clamp(Duration::from_millis(50), Duration::from_secs(60));
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tick.tick().await;
+            runtime.reap_idle().await;
+        }
     })
 }

@@ -110,34 +110,14 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(1);
         }
     };
+    // Caught from before the line scripts wait for: a signal right after it is a clean stop.
+    let stop = toolplane_serve::shutdown_signal();
     println!(
         "toolplane-runtime listening on {} (metrics on http://{metrics}/metrics)",
         server.addr
     );
-    shutdown_signal().await;
+    stop.await;
     server.shutdown().await;
     drop(telemetry);
     std::process::ExitCode::SUCCESS
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = ctrl_c => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = ctrl_c.await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
 }

@@ -9,8 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+use toolplane_serve::Serving;
 use toolplane_store::{FsStore, Store, StoreExt, StoreOptions};
 
 /// How long after every service serves the catalog pulls the default cell from the mcp-proxy:
@@ -99,32 +98,13 @@ fn start_err(service: &'static str, e: impl std::fmt::Display) -> PlaneError {
     }
 }
 
-/// A served task with its shutdown trigger.
-#[derive(Debug)]
-struct Served {
-    addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
-}
-
-impl Served {
-    async fn stop(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        let _ = (&mut self.task).await;
-    }
-}
-
 /// The four services, running.
 #[derive(Debug)]
 pub struct Plane {
-    workspace: Served,
-    mcp_proxy: Served,
+    workspace: Serving,
+    mcp_proxy: Serving,
     catalog: toolplane_catalog::RunningCatalog,
     runtime: toolplane_runtime::RuntimeServer,
-    workspace_metrics: toolplane_telemetry::metrics::MetricsServer,
-    mcp_proxy_metrics: toolplane_telemetry::metrics::MetricsServer,
 }
 
 async fn bind(service: &'static str, host: IpAddr, port: u16) -> Result<TcpListener, PlaneError> {
@@ -138,89 +118,53 @@ async fn bind(service: &'static str, host: IpAddr, port: u16) -> Result<TcpListe
         })
 }
 
+fn addr_of(service: &'static str, listener: &TcpListener) -> Result<SocketAddr, PlaneError> {
+    listener.local_addr().map_err(|e| start_err(service, e))
+}
+
+/// Every port of the plane, bound before any service starts.
+struct Listeners {
+    workspace: TcpListener,
+    workspace_http: TcpListener,
+    mcp_proxy: TcpListener,
+    mcp_proxy_http: TcpListener,
+    catalog: TcpListener,
+    catalog_http: TcpListener,
+    runtime: TcpListener,
+    runtime_http: TcpListener,
+}
+
+impl Listeners {
+    async fn bind(cfg: &PlaneConfig) -> Result<Listeners, PlaneError> {
+        let host = cfg.host;
+        Ok(Listeners {
+            workspace: bind("workspace service", host, cfg.workspace_port).await?,
+            mcp_proxy: bind("mcp-proxy", host, cfg.mcp_proxy_port).await?,
+            catalog: bind("catalog", host, cfg.catalog_port).await?,
+            catalog_http: bind("catalog http", host, cfg.catalog_http_port).await?,
+            runtime: bind("runtime", host, cfg.runtime_port).await?,
+            runtime_http: bind("runtime http", host, cfg.runtime_http_port).await?,
+            workspace_http: bind("workspace http", host, cfg.workspace_http_port).await?,
+            mcp_proxy_http: bind("mcp-proxy http", host, cfg.mcp_proxy_http_port).await?,
+        })
+    }
+}
+
 impl Plane {
     /// Binds every port first (so a port in use fails before anything starts and every address
     /// is known), then starts the workspace, the mcp-proxy, the catalog and the runtime
-    /// concurrently: their clients connect lazily, so none waits for another to be up.
+    /// concurrently: their clients connect lazily, so none waits for another to be up. Each
+    /// serves through the one start every service shares (`toolplane_serve`).
     pub async fn up(cfg: PlaneConfig) -> Result<Plane, PlaneError> {
-        let ws_listener = bind("workspace service", cfg.host, cfg.workspace_port).await?;
-        let mcp_listener = bind("mcp-proxy", cfg.host, cfg.mcp_proxy_port).await?;
-        let catalog_listener = bind("catalog", cfg.host, cfg.catalog_port).await?;
-        let catalog_http_listener = bind("catalog http", cfg.host, cfg.catalog_http_port).await?;
-        let rt_listener = bind("runtime", cfg.host, cfg.runtime_port).await?;
-        let rt_http = bind("runtime http", cfg.host, cfg.runtime_http_port).await?;
-        let ws_http = bind("workspace http", cfg.host, cfg.workspace_http_port).await?;
-        let mcp_http = bind("mcp-proxy http", cfg.host, cfg.mcp_proxy_http_port).await?;
-
-        let addr_of = |service: &'static str, l: &TcpListener| {
-            l.local_addr().map_err(|e| start_err(service, e))
-        };
+        let l = Listeners::bind(&cfg).await?;
         // The services start concurrently and each creates its directory below this one. Done
         // here rather than on the blocking pool: at start-up its first thread would be created
         // for these few system calls, on the path to the first answer.
         std::fs::create_dir_all(&cfg.data_dir)
             .map_err(|e| start_err("plane", format!("{}: {e}", cfg.data_dir.display())))?;
-        let ws_addr = addr_of("workspace service", &ws_listener)?;
-        let mcp_addr = addr_of("mcp-proxy", &mcp_listener)?;
-        let catalog_addr = addr_of("catalog", &catalog_listener)?;
-
-        // Each start is its own task, so the CPU-bound parts use every core.
-        let ws_dir = cfg.data_dir.join("workspace");
-        let workspace = tokio::spawn(async move {
-            let ws = toolplane_workspace::Workspace::open(toolplane_workspace::EngineOptions {
-                data_dir: ws_dir,
-                limits: Default::default(),
-            })
-            .await
-            .map_err(|e| start_err("workspace service", e))?;
-            let ws = Arc::new(ws);
-            let metrics = toolplane_telemetry::metrics::MetricsServer::start(
-                ws_http,
-                Arc::clone(&ws.metrics().registry),
-            )
-            .map_err(|e| start_err("workspace service", e))?;
-            let routes = toolplane_workspace::routes(ws)
-                .await
-                .map_err(|e| start_err("workspace service", e))?;
-            Ok::<_, PlaneError>((serve_routes(ws_listener, ws_addr, routes), metrics))
-        });
-
-        let mcp_dir = cfg.data_dir.join("mcp-proxy");
-        let mcp_proxy = tokio::spawn(async move {
-            let store: Arc<dyn Store> = Arc::new(
-                FsStore::open(mcp_dir, StoreOptions::default())
-                    .await
-                    .map_err(|e| start_err("mcp-proxy", e))?,
-            );
-            let store = store
-                .namespace(toolplane_mcp_proxy::STORE_NAMESPACE)
-                .map_err(|e| start_err("mcp-proxy", e))?;
-            let proxy = toolplane_mcp_proxy::McpProxy::open(store, Default::default())
-                .await
-                .map_err(|e| start_err("mcp-proxy", e))?;
-            let metrics =
-                toolplane_telemetry::metrics::MetricsServer::start(mcp_http, proxy.metrics())
-                    .map_err(|e| start_err("mcp-proxy", e))?;
-            let (tx, rx) = oneshot::channel::<()>();
-            let task = tokio::spawn(async move {
-                if let Err(e) = toolplane_mcp_proxy::server::serve(mcp_listener, proxy, async {
-                    let _ = rx.await;
-                })
-                .await
-                {
-                    tracing::error!(error = %e, "mcp-proxy stopped");
-                }
-            });
-            Ok::<_, PlaneError>((
-                Served {
-                    addr: mcp_addr,
-                    stop: Some(tx),
-                    task,
-                },
-                metrics,
-            ))
-        });
-
+        let ws_addr = addr_of("workspace service", &l.workspace)?;
+        let mcp_addr = addr_of("mcp-proxy", &l.mcp_proxy)?;
+        let catalog_addr = addr_of("catalog", &l.catalog)?;
         let catalog_config = toolplane_catalog::CatalogConfig {
             store: toolplane_catalog::config::StoreConfig::Fs {
                 dir: cfg.data_dir.join("catalog"),
@@ -229,45 +173,46 @@ impl Plane {
             profiles_dir: cfg.profiles_dir.clone(),
             ..Default::default()
         };
-        let catalog = tokio::spawn(async move {
-            let c = catalog_config;
-            let store = toolplane_catalog::open_store(&c.store)
-                .await
-                .map_err(|e| start_err("catalog", e))?;
-            toolplane_catalog::start_unwarmed(c, store, catalog_listener, catalog_http_listener)
-                .await
-                .map_err(|e| start_err("catalog", e))
-        });
+        let mut runtime_config = cfg.runtime.clone();
+        runtime_config.catalog_url = format!("http://{catalog_addr}");
+        runtime_config.workspace_url = format!("http://{ws_addr}");
+        runtime_config.mcp_proxy_url = format!("http://{mcp_addr}");
+        runtime_config.data_dir = cfg.data_dir.join("runtime");
 
-        let mut r = cfg.runtime.clone();
-        r.catalog_url = format!("http://{catalog_addr}");
-        r.workspace_url = format!("http://{ws_addr}");
-        r.mcp_proxy_url = format!("http://{mcp_addr}");
-        r.data_dir = cfg.data_dir.join("runtime");
-        let runtime = tokio::spawn(async move {
-            let mut server = toolplane_runtime::start_on(r, rt_listener)
-                .await
-                .map_err(|e| start_err("runtime", e))?;
-            server
-                .serve_metrics(rt_http)
-                .map_err(|e| start_err("runtime", e))?;
-            Ok(server)
-        });
-
+        // Each start is its own task, so the CPU-bound parts use every core.
+        let workspace = tokio::spawn(start_workspace(
+            cfg.data_dir.join("workspace"),
+            l.workspace,
+            l.workspace_http,
+        ));
+        let mcp_proxy = tokio::spawn(start_mcp_proxy(
+            cfg.data_dir.join("mcp-proxy"),
+            l.mcp_proxy,
+            l.mcp_proxy_http,
+        ));
+        let catalog = tokio::spawn(start_catalog(catalog_config, l.catalog, l.catalog_http));
+        let runtime = tokio::spawn(start_runtime(runtime_config, l.runtime, l.runtime_http));
         let (workspace, mcp_proxy, catalog, runtime) =
             tokio::join!(workspace, mcp_proxy, catalog, runtime);
-        let workspace = joined("workspace service", workspace);
-        let mcp_proxy = joined("mcp-proxy", mcp_proxy);
-        let catalog = joined("catalog", catalog);
-        let runtime = joined("runtime", runtime);
-        // Whatever started is stopped again when another part failed.
+        Plane::assemble(
+            joined("workspace service", workspace),
+            joined("mcp-proxy", mcp_proxy),
+            joined("catalog", catalog),
+            joined("runtime", runtime),
+        )
+        .await
+    }
+
+    /// The plane when every service started; otherwise whatever started is stopped again and
+    /// the first failure (in stop order) is reported.
+    async fn assemble(
+        workspace: Result<Serving, PlaneError>,
+        mcp_proxy: Result<Serving, PlaneError>,
+        catalog: Result<toolplane_catalog::RunningCatalog, PlaneError>,
+        runtime: Result<toolplane_runtime::RuntimeServer, PlaneError>,
+    ) -> Result<Plane, PlaneError> {
         match (workspace, mcp_proxy, catalog, runtime) {
-            (
-                Ok((workspace, workspace_metrics)),
-                Ok((mcp_proxy, mcp_proxy_metrics)),
-                Ok(mut catalog),
-                Ok(runtime),
-            ) => {
+            (Ok(workspace), Ok(mcp_proxy), Ok(mut catalog), Ok(runtime)) => {
                 // The catalog's first pull from the mcp-proxy waits until every service serves
                 // and their first clients have connected, so it competes with neither; a request
                 // that needs the default cell sooner pulls it.
@@ -277,8 +222,6 @@ impl Plane {
                     mcp_proxy,
                     catalog,
                     runtime,
-                    workspace_metrics,
-                    mcp_proxy_metrics,
                 })
             }
             (workspace, mcp_proxy, catalog, runtime) => {
@@ -291,19 +234,11 @@ impl Plane {
                     Ok(c) => drop(c.shutdown().await),
                     Err(e) => first = first.or(Some(e)),
                 }
-                match mcp_proxy {
-                    Ok((m, metrics)) => {
-                        m.stop().await;
-                        metrics.stop().await;
+                for serving in [mcp_proxy, workspace] {
+                    match serving {
+                        Ok(s) => drop(s.shutdown().await),
+                        Err(e) => first = first.or(Some(e)),
                     }
-                    Err(e) => first = first.or(Some(e)),
-                }
-                match workspace {
-                    Ok((w, metrics)) => {
-                        w.stop().await;
-                        metrics.stop().await;
-                    }
-                    Err(e) => first = first.or(Some(e)),
                 }
                 Err(first.unwrap_or_else(|| start_err("plane", "a service failed to start")))
             }
@@ -320,18 +255,18 @@ impl Plane {
         self.catalog.http_url()
     }
     pub fn workspace_url(&self) -> String {
-        format!("http://{}", self.workspace.addr)
+        self.workspace.url()
     }
     pub fn mcp_proxy_url(&self) -> String {
-        format!("http://{}", self.mcp_proxy.addr)
+        self.mcp_proxy.url()
     }
 
     /// `http://<addr>` of the runtime's, the workspace's and the mcp-proxy's `/metrics` ports.
     pub fn metrics_urls(&self) -> [String; 3] {
         [
             self.runtime.metrics_addr(),
-            Some(self.workspace_metrics.addr()),
-            Some(self.mcp_proxy_metrics.addr()),
+            self.workspace.http_addr(),
+            self.mcp_proxy.http_addr(),
         ]
         .map(|a| a.map(|a| format!("http://{a}")).unwrap_or_default())
     }
@@ -345,10 +280,11 @@ impl Plane {
     pub async fn shutdown(self) {
         self.runtime.shutdown().await;
         let _ = self.catalog.shutdown().await;
-        self.mcp_proxy.stop().await;
-        self.mcp_proxy_metrics.stop().await;
-        self.workspace.stop().await;
-        self.workspace_metrics.stop().await;
+        for (service, serving) in [("mcp-proxy", self.mcp_proxy), ("workspace", self.workspace)] {
+            if let Err(e) = serving.shutdown().await {
+                tracing::warn!(service, error = %e, "stopped with an error");
+            }
+        }
     }
 }
 
@@ -360,25 +296,67 @@ fn joined<T>(
     r.map_err(|e| start_err(service, e)).and_then(|r| r)
 }
 
-fn serve_routes(listener: TcpListener, addr: SocketAddr, routes: tonic::service::Routes) -> Served {
-    let (tx, rx) = oneshot::channel::<()>();
-    // `serve_with_incoming` does not apply the builder's `tcp_nodelay`: set it per connection.
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    let task = tokio::spawn(async move {
-        let served = tonic::transport::Server::builder()
-            .layer(toolplane_telemetry::GrpcServerTraceLayer)
-            .add_routes(routes)
-            .serve_with_incoming_shutdown(incoming, async {
-                let _ = rx.await;
-            })
-            .await;
-        if let Err(e) = served {
-            tracing::error!(error = %e, "service stopped");
-        }
-    });
-    Served {
-        addr,
-        stop: Some(tx),
-        task,
-    }
+async fn start_workspace(
+    dir: PathBuf,
+    listener: TcpListener,
+    metrics: TcpListener,
+) -> Result<Serving, PlaneError> {
+    let ws = toolplane_workspace::Workspace::open(toolplane_workspace::EngineOptions {
+        data_dir: dir,
+        limits: Default::default(),
+    })
+    .await
+    .map_err(|e| start_err("workspace service", e))?;
+    toolplane_workspace::start_on(listener, Arc::new(ws), metrics)
+        .await
+        .map_err(|e| start_err("workspace service", e))
+}
+
+async fn start_mcp_proxy(
+    dir: PathBuf,
+    listener: TcpListener,
+    metrics: TcpListener,
+) -> Result<Serving, PlaneError> {
+    let failed = |e: &dyn std::fmt::Display| start_err("mcp-proxy", e);
+    let store: Arc<dyn Store> = Arc::new(
+        FsStore::open(dir, StoreOptions::default())
+            .await
+            .map_err(|e| failed(&e))?,
+    );
+    let store = store
+        .namespace(toolplane_mcp_proxy::STORE_NAMESPACE)
+        .map_err(|e| failed(&e))?;
+    let proxy = toolplane_mcp_proxy::McpProxy::open(store, Default::default())
+        .await
+        .map_err(|e| failed(&e))?;
+    toolplane_mcp_proxy::start_on(listener, proxy, Some(metrics))
+        .await
+        .map_err(|e| failed(&e))
+}
+
+async fn start_catalog(
+    config: toolplane_catalog::CatalogConfig,
+    listener: TcpListener,
+    http: TcpListener,
+) -> Result<toolplane_catalog::RunningCatalog, PlaneError> {
+    let store = toolplane_catalog::open_store(&config.store)
+        .await
+        .map_err(|e| start_err("catalog", e))?;
+    toolplane_catalog::start_unwarmed(config, store, listener, http)
+        .await
+        .map_err(|e| start_err("catalog", e))
+}
+
+async fn start_runtime(
+    config: toolplane_runtime::RuntimeConfig,
+    listener: TcpListener,
+    metrics: TcpListener,
+) -> Result<toolplane_runtime::RuntimeServer, PlaneError> {
+    let mut server = toolplane_runtime::start_on(config, listener)
+        .await
+        .map_err(|e| start_err("runtime", e))?;
+    server
+        .serve_metrics(metrics)
+        .map_err(|e| start_err("runtime", e))?;
+    Ok(server)
 }

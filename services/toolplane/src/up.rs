@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use serde_json::json;
+use toolplane_serve::Signals;
 
 use crate::cli::UpArgs;
 use crate::client::Endpoints;
@@ -137,61 +138,5 @@ async fn stop(plane: Plane, signals: &mut Signals, out: Out) -> Result<(), CliEr
         out.json_line(&json!({"event": "stopped"}))
     } else {
         line("stopped")
-    }
-}
-
-/// Ctrl-C or SIGTERM, caught from the moment [`Signals::listen`] is called (until then either
-/// ends the process at once, as during the start).
-#[derive(Debug)]
-pub struct Signals {
-    #[cfg(unix)]
-    interrupt: Option<tokio::signal::unix::Signal>,
-    #[cfg(unix)]
-    terminate: Option<tokio::signal::unix::Signal>,
-}
-
-impl Signals {
-    pub fn listen() -> Signals {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            Signals {
-                interrupt: signal(SignalKind::interrupt()).ok(),
-                terminate: signal(SignalKind::terminate()).ok(),
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            Signals {}
-        }
-    }
-
-    /// The next Ctrl-C or SIGTERM.
-    pub async fn recv(&mut self) {
-        #[cfg(unix)]
-        {
-            match (&mut self.interrupt, &mut self.terminate) {
-                (Some(int), Some(term)) => {
-                    tokio::select! {
-                        _ = int.recv() => {}
-                        _ = term.recv() => {}
-                    }
-                }
-                (Some(int), None) => {
-                    int.recv().await;
-                }
-                (None, Some(term)) => {
-                    term.recv().await;
-                }
-                // Neither handler could be installed: fall back to tokio's own Ctrl-C.
-                (None, None) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                }
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
-        }
     }
 }

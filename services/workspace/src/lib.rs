@@ -37,40 +37,49 @@ pub use engine::{EngineOptions, Workspace};
 pub use error::{CODES, WsError};
 pub use service::WorkspaceGrpc;
 
+use tokio::net::TcpListener;
 use tonic::service::Routes;
 use toolplane_proto::v1::{
     tool_executor_server::ToolExecutorServer, workspace_service_server::WorkspaceServiceServer,
 };
+use toolplane_serve::{MessageLimits, ServeOptions, Services, Serving};
 
 /// Largest gRPC message accepted or sent (a 32 MiB audit object plus framing).
 pub const MAX_MESSAGE_BYTES: usize = 40 * 1024 * 1024;
 
-/// The service's routes: WorkspaceService, ToolExecutor, gRPC health (reporting both serving) and
-/// reflection.
-pub async fn routes(ws: Arc<Workspace>) -> Result<Routes, WsError> {
+/// The service's gRPC services: WorkspaceService and ToolExecutor.
+pub fn services(ws: Arc<Workspace>) -> Services {
     let grpc = WorkspaceGrpc::new(ws);
-    let (reporter, health) = tonic_health::server::health_reporter();
-    reporter
-        .set_serving::<WorkspaceServiceServer<WorkspaceGrpc>>()
-        .await;
-    reporter
-        .set_serving::<ToolExecutorServer<WorkspaceGrpc>>()
-        .await;
-    let names = [
-        <WorkspaceServiceServer<WorkspaceGrpc> as tonic::server::NamedService>::NAME,
-        <ToolExecutorServer<WorkspaceGrpc> as tonic::server::NamedService>::NAME,
-    ];
-    Ok(Routes::new(health)
-        .add_service(toolplane_proto::reflection::v1(&names))
-        .add_service(toolplane_proto::reflection::v1alpha(&names))
-        .add_service(
-            WorkspaceServiceServer::new(grpc.clone())
-                .max_decoding_message_size(MAX_MESSAGE_BYTES)
-                .max_encoding_message_size(MAX_MESSAGE_BYTES),
-        )
-        .add_service(
-            ToolExecutorServer::new(grpc)
-                .max_decoding_message_size(MAX_MESSAGE_BYTES)
-                .max_encoding_message_size(MAX_MESSAGE_BYTES),
-        ))
+    Services::new()
+        .add_service(WorkspaceServiceServer::new(grpc.clone()))
+        .add_service(ToolExecutorServer::new(grpc))
+}
+
+/// Serves the workspace on `listener` and its `/metrics` on `metrics` through the one start
+/// every service shares; once in-flight requests finished, the stop closes the journal writer
+/// (after the jobs already queued).
+pub async fn start_on(
+    listener: TcpListener,
+    ws: Arc<Workspace>,
+    metrics: TcpListener,
+) -> Result<Serving, WsError> {
+    let registry = Arc::clone(&ws.metrics().registry);
+    let closing = Arc::clone(&ws);
+    let options = ServeOptions::new("workspace")
+        .max_message_bytes(MAX_MESSAGE_BYTES)
+        .metrics(metrics, registry)
+        .on_shutdown(move || async move { closing.shutdown() });
+    toolplane_serve::serve(listener, services(ws), options)
+        .await
+        .map_err(|e| WsError::io(e.to_string()))
+}
+
+/// The routes [`start_on`] serves — WorkspaceService, ToolExecutor, gRPC health (reporting both
+/// serving) and reflection — for tests and benchmarks that run their own server.
+pub async fn routes(ws: Arc<Workspace>) -> Result<Routes, WsError> {
+    let limits = MessageLimits {
+        decoding: Some(MAX_MESSAGE_BYTES),
+        encoding: Some(MAX_MESSAGE_BYTES),
+    };
+    Ok(services(ws).into_routes(limits).await.0)
 }

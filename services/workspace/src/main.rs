@@ -1,11 +1,11 @@
-//! The `toolplane-workspace` binary: configuration, telemetry, the gRPC server with health and
-//! reflection, graceful shutdown on SIGINT / SIGTERM. Everything else lives in the library.
+//! The `toolplane-workspace` binary: configuration, telemetry, the service served through the one
+//! start every service shares (health, reflection, `/metrics`), and a graceful stop on SIGINT /
+//! SIGTERM. Everything else lives in the library.
 
 use std::sync::Arc;
 
 use clap::Parser;
 use tokio::net::TcpListener;
-use tonic::transport::{Server, server::TcpIncoming};
 use toolplane_workspace::{
     EngineOptions, Workspace,
     config::{Cli, Config},
@@ -14,28 +14,6 @@ use toolplane_workspace::{
 /// The process's allocator: mimalloc (BENCHMARKS.md, "Allocator").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -52,25 +30,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .await?,
     );
-    let routes = toolplane_workspace::routes(Arc::clone(&ws)).await?;
-    let metrics = toolplane_telemetry::metrics::MetricsServer::start(
-        TcpListener::bind(cli.http_listen).await?,
-        Arc::clone(&ws.metrics().registry),
-    )?;
-    tracing::info!(addr = %metrics.addr(), "metrics served at /metrics");
+    let metrics = TcpListener::bind(cli.http_listen).await?;
     let listener = TcpListener::bind(config.listen).await?;
-    let addr = listener.local_addr()?;
+    let serving = toolplane_workspace::start_on(listener, ws, metrics).await?;
+    let addr = serving.addr();
+    if let Some(metrics) = serving.http_addr() {
+        tracing::info!(addr = %metrics, "metrics served at /metrics");
+    }
     tracing::info!(%addr, data_dir = %config.data_dir.display(), "workspace service listening");
+    // Caught from before the line scripts wait for: a signal right after it is a clean stop.
+    let stop = toolplane_serve::shutdown_signal();
     // Tests and scripts read this line to learn the port when listening on :0.
     println!("listening on {addr}");
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    Server::builder()
-        .layer(toolplane_telemetry::GrpcServerTraceLayer)
-        .add_routes(routes)
-        .serve_with_incoming_shutdown(incoming, shutdown_signal())
-        .await?;
-    ws.shutdown();
-    metrics.stop().await;
+    serving.until(stop).await?;
     tracing::info!("workspace service stopped");
     Ok(())
 }

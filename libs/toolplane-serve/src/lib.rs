@@ -1,0 +1,416 @@
+//! How every toolplane service serves. [`serve`] takes a bound listener, the service's gRPC
+//! services ([`Services`]) and [`ServeOptions`], and runs them the one way: behind the telemetry
+//! layer ([`toolplane_telemetry::GrpcServerTraceLayer`]), with the service's message-size limits,
+//! with gRPC health reporting each service (and the server, `""`) SERVING, with reflection listing
+//! only those services plus health, with `TCP_NODELAY` on every connection, and with the service's
+//! HTTP port (`/metrics` and `/healthz`, or the catalog's own router) when it has one.
+//! [`Serving::shutdown`] stops in one order: health flips to NOT_SERVING (watchers are told, then
+//! their streams end), the server stops accepting, in-flight requests finish, the service's own
+//! shutdown hooks run (the mcp-proxy stopping its MCP children, the workspace its journal writer),
+//! and the HTTP port stops last. [`shutdown_signal`] and [`Signals`] are the processes' Ctrl-C and
+//! SIGTERM.
+//!
+//! A crate of its own rather than a module of `toolplane-telemetry`: serving needs the generated
+//! servers (`toolplane-proto`, for the message limits and reflection) and `tonic-health`, while
+//! telemetry is used by every crate that makes a gRPC call and knows no protobuf; keeping serving
+//! out of it keeps it so. This crate knows the wire contract's server types and names, never a
+//! service's messages or behaviour.
+
+mod limits;
+mod signal;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tonic::body::Body;
+use tonic::server::NamedService;
+use tonic::service::{Routes, RoutesBuilder};
+use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
+use tonic_health::ServingStatus;
+use tonic_health::server::HealthReporter;
+
+pub use limits::{LimitMessages, MessageLimits};
+pub use signal::{Signals, shutdown_signal};
+
+type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+type ShutdownHook = Box<dyn FnOnce() -> BoxFuture + Send>;
+type AddService = Box<dyn FnOnce(&mut RoutesBuilder, MessageLimits) + Send>;
+
+/// Why a server could not start or stopped on its own.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("serve.io: {what}: {source}")]
+    Io {
+        what: &'static str,
+        source: std::io::Error,
+    },
+    #[error("serve.transport: the server stopped: {0}")]
+    Transport(#[from] tonic::transport::Error),
+    #[error("serve.task: the server task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// The gRPC services one server answers, in the order added. Health and reflection are added by
+/// [`serve`] (or [`Services::into_routes`]), never here.
+#[derive(Default)]
+pub struct Services {
+    names: Vec<&'static str>,
+    adds: Vec<AddService>,
+}
+
+impl std::fmt::Debug for Services {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Services")
+            .field("names", &self.names)
+            .finish()
+    }
+}
+
+impl Services {
+    pub fn new() -> Self {
+        Services::default()
+    }
+
+    /// Adds a generated server; its message limits are set from the options it is served with.
+    #[must_use]
+    pub fn add_service<S>(mut self, service: S) -> Self
+    where
+        S: tower_service::Service<
+                http::Request<Body>,
+                Response = http::Response<Body>,
+                Error = Infallible,
+            > + LimitMessages
+            + NamedService
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + 'static,
+    {
+        self.names.push(S::NAME);
+        self.adds.push(Box::new(move |routes, limits| {
+            routes.add_service(service.limit_messages(limits));
+        }));
+        self
+    }
+
+    /// The fully qualified names of the services added (what health and reflection list).
+    pub fn names(&self) -> &[&'static str] {
+        &self.names
+    }
+
+    /// The routes [`serve`] would serve — health with every service SERVING, reflection, the
+    /// services with `limits` — for a caller that runs its own server (tests, benchmarks).
+    pub async fn into_routes(self, limits: MessageLimits) -> (Routes, HealthReporter) {
+        let (health, health_service) = tonic_health::server::health_reporter();
+        for name in &self.names {
+            health
+                .set_service_status(name, ServingStatus::Serving)
+                .await;
+        }
+        let mut routes = Routes::builder();
+        routes
+            .add_service(health_service)
+            .add_service(toolplane_proto::reflection::v1(&self.names))
+            .add_service(toolplane_proto::reflection::v1alpha(&self.names));
+        for add in self.adds {
+            add(&mut routes, limits);
+        }
+        (routes.routes(), health)
+    }
+}
+
+/// How one service serves besides its gRPC services.
+pub struct ServeOptions {
+    service: &'static str,
+    limits: MessageLimits,
+    http: Option<(TcpListener, axum::Router)>,
+    hooks: Vec<ShutdownHook>,
+}
+
+impl std::fmt::Debug for ServeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeOptions")
+            .field("service", &self.service)
+            .field("limits", &self.limits)
+            .field(
+                "http",
+                &self.http.as_ref().map(|(l, _)| l.local_addr().ok()),
+            )
+            .field("hooks", &self.hooks.len())
+            .finish()
+    }
+}
+
+impl ServeOptions {
+    /// Options of the service called `service` in logs (`"runtime"`, `"catalog"`, …).
+    pub fn new(service: &'static str) -> Self {
+        ServeOptions {
+            service,
+            limits: MessageLimits::default(),
+            http: None,
+            hooks: Vec::new(),
+        }
+    }
+
+    /// The largest message decoded and encoded by every service of the server.
+    #[must_use]
+    pub fn max_message_bytes(mut self, bytes: usize) -> Self {
+        self.limits = MessageLimits {
+            decoding: Some(bytes),
+            encoding: Some(bytes),
+        };
+        self
+    }
+
+    /// The largest request decoded (responses keep tonic's default, no limit).
+    #[must_use]
+    pub fn max_request_bytes(mut self, bytes: usize) -> Self {
+        self.limits.decoding = Some(bytes);
+        self
+    }
+
+    /// Serves `router` on `listener` next to the gRPC server, stopped after it.
+    #[must_use]
+    pub fn http(mut self, listener: TcpListener, router: axum::Router) -> Self {
+        self.http = Some((listener, router));
+        self
+    }
+
+    /// Serves `registry` as `GET /metrics` (and `GET /healthz`) on `listener`.
+    #[must_use]
+    pub fn metrics(
+        self,
+        listener: TcpListener,
+        registry: Arc<toolplane_telemetry::metrics::Registry>,
+    ) -> Self {
+        self.http(listener, toolplane_telemetry::metrics::router(registry))
+    }
+
+    /// Runs `hook` once the server has stopped accepting and every in-flight request finished;
+    /// hooks run in the order added.
+    #[must_use]
+    pub fn on_shutdown<F, Fut>(mut self, hook: F) -> Self
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.hooks.push(Box::new(move || Box::pin(hook())));
+        self
+    }
+}
+
+/// Serves `services` on `listener` as described at the top of this crate, on a task of the
+/// current tokio runtime; returns once the server accepts connections. Dropping the returned
+/// [`Serving`] stops the servers too, without running the shutdown hooks.
+pub async fn serve(
+    listener: TcpListener,
+    services: Services,
+    options: ServeOptions,
+) -> Result<Serving, ServeError> {
+    let ServeOptions {
+        service,
+        limits,
+        http,
+        hooks,
+    } = options;
+    let addr = listener.local_addr().map_err(|source| ServeError::Io {
+        what: "the gRPC listener's address",
+        source,
+    })?;
+    let names = services.names.clone();
+    let (routes, health) = services.into_routes(limits).await;
+    let (stop, stopped) = oneshot::channel::<()>();
+    // `serve_with_incoming` does not apply the builder's `tcp_nodelay`; set it on the incoming
+    // connections, or Nagle's algorithm and delayed ACKs add ~40 ms to every small response.
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let grpc = tokio::spawn(
+        Server::builder()
+            .layer(toolplane_telemetry::GrpcServerTraceLayer)
+            .add_routes(routes)
+            .serve_with_incoming_shutdown(incoming, async {
+                let _ = stopped.await;
+            }),
+    );
+    let mut serving = Serving {
+        service,
+        addr,
+        health,
+        names,
+        stop: Some(stop),
+        grpc: Some(grpc),
+        http: None,
+        hooks,
+    };
+    if let Some((listener, router)) = http {
+        serving.serve_http(listener, router)?;
+    }
+    tracing::debug!(service, %addr, "serving");
+    Ok(serving)
+}
+
+/// A server started by [`serve`].
+pub struct Serving {
+    service: &'static str,
+    addr: SocketAddr,
+    health: HealthReporter,
+    names: Vec<&'static str>,
+    stop: Option<oneshot::Sender<()>>,
+    grpc: Option<JoinHandle<Result<(), tonic::transport::Error>>>,
+    http: Option<HttpPort>,
+    hooks: Vec<ShutdownHook>,
+}
+
+impl std::fmt::Debug for Serving {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Serving")
+            .field("service", &self.service)
+            .field("addr", &self.addr)
+            .field("names", &self.names)
+            .field("http", &self.http.as_ref().map(|h| h.addr))
+            .finish()
+    }
+}
+
+impl Serving {
+    /// The gRPC address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://<gRPC address>`, as gRPC clients connect.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The HTTP port's address, when the service has one.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http.as_ref().map(|h| h.addr)
+    }
+
+    /// Serves `router` on `listener` from now on (a service whose HTTP port is decided after its
+    /// start); replaces an HTTP port already served, which stops.
+    pub fn serve_http(
+        &mut self,
+        listener: TcpListener,
+        router: axum::Router,
+    ) -> Result<SocketAddr, ServeError> {
+        let port = HttpPort::start(self.service, listener, router)?;
+        let addr = port.addr;
+        self.http = Some(port);
+        Ok(addr)
+    }
+
+    /// Waits until the gRPC server stops on its own (a transport error); never returns while it
+    /// serves. Afterwards [`Serving::shutdown`] still runs the hooks.
+    pub async fn wait(&mut self) -> Result<(), ServeError> {
+        match self.grpc.as_mut() {
+            Some(task) => {
+                let ended = task.await;
+                self.grpc = None;
+                Ok(ended??)
+            }
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Serves until `signal` resolves (or the server stops on its own), then shuts down.
+    pub async fn until(mut self, signal: impl Future<Output = ()>) -> Result<(), ServeError> {
+        let ended = tokio::select! {
+            () = signal => None,
+            ended = self.wait() => Some(ended),
+        };
+        let stopped = self.shutdown().await;
+        match ended {
+            Some(Err(e)) => Err(e),
+            _ => stopped,
+        }
+    }
+
+    /// Stops gracefully: health NOT_SERVING, stop accepting, let in-flight requests finish, run
+    /// the shutdown hooks, stop the HTTP port. Reports how the gRPC server ended.
+    pub async fn shutdown(mut self) -> Result<(), ServeError> {
+        tracing::debug!(service = self.service, "stopping");
+        self.flip_health().await;
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let served = match self.grpc.take() {
+            Some(task) => task.await.map_err(ServeError::from).and_then(|r| Ok(r?)),
+            None => Ok(()),
+        };
+        for hook in std::mem::take(&mut self.hooks) {
+            hook().await;
+        }
+        if let Some(http) = self.http.take() {
+            http.stop().await;
+        }
+        tracing::debug!(service = self.service, "stopped");
+        served
+    }
+
+    /// Tells every health watcher NOT_SERVING, then ends their streams: a `Watch` never ends on
+    /// its own and would hold the graceful stop open forever.
+    async fn flip_health(&mut self) {
+        let names: Vec<&str> = self.names.iter().copied().chain([""]).collect();
+        for name in &names {
+            self.health
+                .set_service_status(name, ServingStatus::NotServing)
+                .await;
+        }
+        for name in &names {
+            self.health.clear_service_status(name).await;
+        }
+    }
+}
+
+/// A service's HTTP port, stopped gracefully after its gRPC server.
+#[derive(Debug)]
+struct HttpPort {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+impl HttpPort {
+    fn start(
+        service: &'static str,
+        listener: TcpListener,
+        router: axum::Router,
+    ) -> Result<HttpPort, ServeError> {
+        let addr = listener.local_addr().map_err(|source| ServeError::Io {
+            what: "the HTTP listener's address",
+            source,
+        })?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let served = axum::serve(listener, router)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await;
+            if let Err(e) = served {
+                tracing::warn!(service, error = %e, "the HTTP server stopped");
+            }
+        });
+        Ok(HttpPort {
+            addr,
+            stop: Some(stop),
+            task,
+        })
+    }
+
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.task).await;
+    }
+}
