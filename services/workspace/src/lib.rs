@@ -24,6 +24,7 @@ pub mod error;
 pub mod limits;
 pub mod paths;
 pub mod persist;
+pub mod read_state;
 pub mod runs;
 pub mod service;
 pub mod skills;
