@@ -47,6 +47,10 @@ pub struct RunRecord {
     pub persist_promoted: Option<String>,
 }
 
+/// A finished run's status when it succeeded (`toolplane.v1.RunStatus.COMPLETED`, the number
+/// manifests keep).
+pub const STATUS_COMPLETED: i32 = 3;
+
 /// What the skill tools of an invocation may see and read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SkillAccess {

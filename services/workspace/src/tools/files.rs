@@ -5,6 +5,8 @@
 //! model reads. Must never write outside a writable root or let a write to an existing file pass
 //! without the read-state rules' consent.
 
+use std::path::Path;
+
 use serde_json::json;
 use toolplane_text::{WindowRequest, check_text, line_count, window};
 
@@ -14,7 +16,8 @@ use crate::{
     error::WsError,
     paths::{self, Roots, WsPath},
     read_state::{self, Action},
-    tree::Read,
+    runs::Invocation,
+    tree::{Read, Tree},
 };
 
 pub(super) fn not_found(path: &WsPath) -> WsError {
@@ -197,6 +200,60 @@ fn refuse_reserved(path: &WsPath) -> Result<(), WsError> {
     Ok(())
 }
 
+/// `write_file` under the path's lock: the read-state rules checked against the file as it is,
+/// the new content written durably, the read-state updated.
+fn write_locked(
+    tree: &Tree,
+    base: &Path,
+    p: &WsPath,
+    content: String,
+    append: bool,
+    invocation: &Invocation,
+    max: u64,
+) -> Result<Written, WsError> {
+    let target = base.join(p.as_str());
+    let _guard = tree.lock_path(&target);
+    let current = match tree.read(base, p.as_str())? {
+        Read::Dir => return Err(is_dir(p)),
+        Read::Absent => None,
+        Read::File(bytes) => Some(bytes),
+    };
+    let state = invocation.read_state(p.as_str());
+    let previous = current.as_deref().map(sha256_hex);
+    read_state::check_write(state.as_ref(), previous.as_deref(), append)
+        .map_err(|refusal| refusal.to_error(p.as_str(), Action::Write))?;
+    let new_bytes: Vec<u8> = match &current {
+        Some(old) if append => {
+            let mut next = old.clone();
+            next.extend_from_slice(content.as_bytes());
+            next
+        }
+        _ => content.into_bytes(),
+    };
+    if new_bytes.len() as u64 > max {
+        return Err(too_large(p, new_bytes.len() as u64, max));
+    }
+    if let Some(old) = &current
+        && append
+    {
+        check_text(old).map_err(|e| not_text(p, e))?;
+    }
+    tree.write_durable(base, p.as_str(), &new_bytes)?;
+    let version = sha256_hex(&new_bytes);
+    if let Some(next) =
+        read_state::after_write(state.as_ref(), previous.as_deref(), append, &version)
+    {
+        invocation.set_read_state(p.as_str(), next);
+    }
+    let lines = std::str::from_utf8(&new_bytes).map(line_count).unwrap_or(0);
+    Ok(Written {
+        created: current.is_none(),
+        bytes: new_bytes.len(),
+        lines,
+        version,
+    })
+}
+
 pub async fn write_file(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsError> {
     let path = paths::parse(args.required_str("path")?, false)?;
     let content = args.required_str("content")?.to_owned();
@@ -224,49 +281,7 @@ pub async fn write_file(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsErr
     let p = path.clone();
     let written = call
         .ws
-        .blocking(move |tree| {
-            let target = base.join(p.as_str());
-            let _guard = tree.lock_path(&target);
-            let current = match tree.read(&base, p.as_str())? {
-                Read::Dir => return Err(is_dir(&p)),
-                Read::Absent => None,
-                Read::File(bytes) => Some(bytes),
-            };
-            let state = invocation.read_state(p.as_str());
-            let previous = current.as_deref().map(sha256_hex);
-            read_state::check_write(state.as_ref(), previous.as_deref(), append)
-                .map_err(|refusal| refusal.to_error(p.as_str(), Action::Write))?;
-            let new_bytes: Vec<u8> = match &current {
-                Some(old) if append => {
-                    let mut next = old.clone();
-                    next.extend_from_slice(content.as_bytes());
-                    next
-                }
-                _ => content.into_bytes(),
-            };
-            if new_bytes.len() as u64 > max {
-                return Err(too_large(&p, new_bytes.len() as u64, max));
-            }
-            if let Some(old) = &current
-                && append
-            {
-                check_text(old).map_err(|e| not_text(&p, e))?;
-            }
-            tree.write_durable(&base, p.as_str(), &new_bytes)?;
-            let version = sha256_hex(&new_bytes);
-            if let Some(next) =
-                read_state::after_write(state.as_ref(), previous.as_deref(), append, &version)
-            {
-                invocation.set_read_state(p.as_str(), next);
-            }
-            let lines = std::str::from_utf8(&new_bytes).map(line_count).unwrap_or(0);
-            Ok(Written {
-                created: current.is_none(),
-                bytes: new_bytes.len(),
-                lines,
-                version,
-            })
-        })
+        .blocking(move |tree| write_locked(tree, &base, &p, content, append, &invocation, max))
         .await?;
     let appended = args.required_str("content")?.len();
     let summary = match (written.created, append) {
@@ -298,6 +313,71 @@ struct Patched {
     version: String,
 }
 
+/// What `apply_patch` replaces.
+struct Edit {
+    old: String,
+    new: String,
+    replace_all: bool,
+}
+
+/// `apply_patch` under the path's lock: the read-state rules checked against the file as it is
+/// (a refusal may update the read-state), the patched text written durably, the read-state
+/// updated.
+fn patch_locked(
+    tree: &Tree,
+    base: &Path,
+    p: &WsPath,
+    edit: &Edit,
+    invocation: &Invocation,
+    max: u64,
+) -> Result<Patched, WsError> {
+    let (old, new, replace_all) = (edit.old.as_str(), edit.new.as_str(), edit.replace_all);
+    let target = base.join(p.as_str());
+    let _guard = tree.lock_path(&target);
+    let bytes = match tree.read(base, p.as_str())? {
+        Read::Dir => return Err(is_dir(p)),
+        Read::Absent => return Err(not_found(p)),
+        Read::File(bytes) => bytes,
+    };
+    let text = check_text(&bytes).map_err(|e| not_text(p, e))?.to_owned();
+    let version = sha256_hex(&bytes);
+    let state = invocation.read_state(p.as_str());
+    let count = match read_state::check_patch(state.as_ref(), &version, &text, old, replace_all) {
+        Ok(count) => count,
+        Err(refused) => {
+            if let Some(remember) = refused.remember {
+                invocation.set_read_state(p.as_str(), remember);
+            }
+            return Err(refused.refusal.to_error(p.as_str(), Action::Patch));
+        }
+    };
+    let first_at = text.find(old).unwrap_or(0);
+    let first_line = text[..first_at].matches('\n').count() as u64 + 1;
+    let next = if replace_all {
+        text.replace(old, new)
+    } else {
+        text.replacen(old, new, 1)
+    };
+    if next.len() as u64 > max {
+        return Err(too_large(p, next.len() as u64, max));
+    }
+    tree.write_durable(base, p.as_str(), next.as_bytes())?;
+    let new_version = sha256_hex(next.as_bytes());
+    // `check_patch` allowed the patch only with a read-state.
+    if let Some(state) = &state {
+        let next_state = read_state::after_patch(state, old, new, &new_version);
+        invocation.set_read_state(p.as_str(), next_state);
+    }
+    let last_line = first_line + line_count(new).max(1) - 1;
+    Ok(Patched {
+        replacements: if replace_all { count } else { 1 },
+        first_line,
+        last_line,
+        lines: line_count(&next),
+        version: new_version,
+    })
+}
+
 pub async fn apply_patch(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsError> {
     let path = paths::parse(args.required_str("path")?, false)?;
     let old = args.required_str("old_string")?.to_owned();
@@ -327,55 +407,14 @@ pub async fn apply_patch(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsEr
     let invocation = std::sync::Arc::clone(&call.invocation);
     let max = call.ws.limits().max_file_bytes;
     let p = path.clone();
+    let edit = Edit {
+        old,
+        new,
+        replace_all,
+    };
     let patched = call
         .ws
-        .blocking(move |tree| {
-            let target = base.join(p.as_str());
-            let _guard = tree.lock_path(&target);
-            let bytes = match tree.read(&base, p.as_str())? {
-                Read::Dir => return Err(is_dir(&p)),
-                Read::Absent => return Err(not_found(&p)),
-                Read::File(bytes) => bytes,
-            };
-            let text = check_text(&bytes).map_err(|e| not_text(&p, e))?.to_owned();
-            let version = sha256_hex(&bytes);
-            let state = invocation.read_state(p.as_str());
-            let count =
-                match read_state::check_patch(state.as_ref(), &version, &text, &old, replace_all) {
-                    Ok(count) => count,
-                    Err(refused) => {
-                        if let Some(remember) = refused.remember {
-                            invocation.set_read_state(p.as_str(), remember);
-                        }
-                        return Err(refused.refusal.to_error(p.as_str(), Action::Patch));
-                    }
-                };
-            let first_at = text.find(&old).unwrap_or(0);
-            let first_line = text[..first_at].matches('\n').count() as u64 + 1;
-            let next = if replace_all {
-                text.replace(&old, &new)
-            } else {
-                text.replacen(&old, &new, 1)
-            };
-            if next.len() as u64 > max {
-                return Err(too_large(&p, next.len() as u64, max));
-            }
-            tree.write_durable(&base, p.as_str(), next.as_bytes())?;
-            let new_version = sha256_hex(next.as_bytes());
-            // `check_patch` allowed the patch only with a read-state.
-            if let Some(state) = &state {
-                let next_state = read_state::after_patch(state, &old, &new, &new_version);
-                invocation.set_read_state(p.as_str(), next_state);
-            }
-            let last_line = first_line + line_count(&new).max(1) - 1;
-            Ok(Patched {
-                replacements: if replace_all { count } else { 1 },
-                first_line,
-                last_line,
-                lines: line_count(&next),
-                version: new_version,
-            })
-        })
+        .blocking(move |tree| patch_locked(tree, &base, &p, &edit, &invocation, max))
         .await?;
     let summary = if patched.replacements == 1 {
         format!(

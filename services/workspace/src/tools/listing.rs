@@ -120,6 +120,7 @@ pub async fn list_files(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsErr
     })
 }
 
+// Long: the scan's options, its outcome's ranking and the answer text with its notes, in order.
 pub async fn search_files(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsError> {
     let query = normalize_query(args.required_str("query")?)
         .map_err(|e| WsError::tool("workspace.invalid_query", e.to_string()))?;
