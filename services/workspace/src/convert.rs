@@ -3,7 +3,83 @@
 
 use toolplane_proto::v1 as pb;
 
-use crate::{chat::StoredMessage, error::WsError, runs::RunRecord, tools::ToolOutput};
+use crate::{
+    chat::StoredMessage,
+    engine::objects::ObjectInfo,
+    error::WsError,
+    paths::Roots,
+    runs::{RunRecord, SkillAccess},
+    skills::SkillPackage,
+    tools::ToolOutput,
+};
+
+/// A page size asked for: 0 selects `default`, anything over `max` is `max`.
+pub fn page_size(asked: u32, default: usize, max: usize) -> usize {
+    match asked {
+        0 => default,
+        n => (n as usize).min(max),
+    }
+}
+
+/// A run mode's number as the manifest keeps it: background, or foreground for anything else.
+pub fn run_mode(mode: i32) -> i32 {
+    if mode == pb::RunMode::Background as i32 {
+        pb::RunMode::Background as i32
+    } else {
+        pb::RunMode::Foreground as i32
+    }
+}
+
+/// An invocation's skill access; 0 limits select the defaults, no access sees no skill.
+pub fn skill_access(access: Option<pb::SkillAccess>) -> SkillAccess {
+    let default = SkillAccess::default();
+    access
+        .map(|s| SkillAccess {
+            visible: s.visible,
+            deny: s.deny,
+            max_read_chars_per_call: if s.max_read_chars_per_call == 0 {
+                default.max_read_chars_per_call
+            } else {
+                s.max_read_chars_per_call
+            },
+            max_read_chars_per_run: if s.max_read_chars_per_run == 0 {
+                default.max_read_chars_per_run
+            } else {
+                s.max_read_chars_per_run
+            },
+        })
+        .unwrap_or_default()
+}
+
+pub fn roots(r: &Roots) -> pb::WorkspaceRoots {
+    pb::WorkspaceRoots {
+        visible: r.visible.iter().map(|v| format!("{v}/")).collect(),
+        writable: r.writable.iter().map(|v| format!("{v}/")).collect(),
+    }
+}
+
+pub fn object(o: ObjectInfo) -> pb::WorkspaceObject {
+    pb::WorkspaceObject {
+        path: o.path,
+        size_bytes: o.size_bytes,
+        sha256: o.sha256,
+        modified_at_unix_ms: o.modified_at_unix_ms.unwrap_or(0),
+        visible: o.visible,
+        writable: o.writable,
+    }
+}
+
+pub fn skill(s: &SkillPackage) -> pb::Skill {
+    pb::Skill {
+        name: s.name.clone(),
+        description: s.description.clone(),
+        file_count: s.files.len() as u32,
+        total_bytes: s.total_bytes(),
+        skipped_file_count: s.skipped.len() as u32,
+        version: s.version.clone(),
+        imported_at_unix_ms: s.imported_at_unix_ms,
+    }
+}
 
 pub fn role_to_str(role: i32) -> Option<&'static str> {
     match pb::ChatRole::try_from(role).ok()? {
@@ -47,10 +123,7 @@ pub fn manifest(r: &RunRecord) -> pb::RunWorkspaceManifest {
             message_id: r.message_id.clone(),
         }),
         mode: r.mode,
-        roots: Some(pb::WorkspaceRoots {
-            visible: r.roots.visible.iter().map(|v| format!("{v}/")).collect(),
-            writable: r.roots.writable.iter().map(|v| format!("{v}/")).collect(),
-        }),
+        roots: Some(roots(&r.roots)),
         persist_base_version: r.persist_base_version.clone(),
         message_artifact_root: r.message_artifact_root.clone(),
         created_at_unix_ms: r.created_at_unix_ms,
@@ -107,5 +180,22 @@ pub fn content_type(path: &str) -> &'static str {
         "html" => "text/html",
         "csv" => "text/csv",
         _ => "application/octet-stream",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Manifests keep the proto's numbers: the engine's names for them must stay equal.
+    #[test]
+    fn the_engine_s_run_numbers_are_the_proto_s() {
+        assert_eq!(
+            crate::runs::STATUS_COMPLETED,
+            pb::RunStatus::Completed as i32
+        );
+        assert_eq!(run_mode(0), pb::RunMode::Foreground as i32);
+        assert_eq!(run_mode(7), pb::RunMode::Foreground as i32);
+        assert_eq!(run_mode(pb::RunMode::Background as i32), 2);
     }
 }

@@ -1,12 +1,22 @@
-//! The workspace engine: everything the gRPC services call, without protobuf. Owns the data
-//! directory's layout and opening it (replaying the journal log); must never expose a path outside
-//! a run's directory or a cell's keys to another cell.
+//! The workspace engine: everything the gRPC services call, taking and returning domain values
+//! (the one protobuf message it carries is the journal record, see [`journal`]). Owns the data
+//! directory's layout and opening it (replaying the journal log); its submodules hold the
+//! operations the storage RPCs call: [`runs`] (run workspaces and invocations), [`objects`]
+//! (audit objects and object reads), [`journal`] (appends, reads, following), [`chats`] (chat
+//! messages and commits), [`skills`]. Must never expose a path outside a run's directory or a
+//! cell's keys to another cell.
 //!
 //! Layout of `<data>`: `store/` (an `FsStore`; this service's keys live under `workspace/`:
 //! manifests, invocation views, chats, `persist/` states and blobs, skills), `tree/<cell>/<run>/`
 //! (run file trees: the model-visible roots, `tool-results/`, and hidden `input/`, `tool-args/`,
 //! `model-responses/`), `journal/` (the group-committed log, and `journal/runs/` the journal files
 //! it is checkpointed into), `tmp/` (temp files of writes).
+
+pub mod chats;
+pub mod journal;
+pub mod objects;
+pub mod runs;
+pub mod skills;
 
 use std::{
     io,

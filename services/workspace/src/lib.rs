@@ -6,9 +6,10 @@
 //! journal log, chats and skills, all behind `toolplane.v1.WorkspaceService`. See
 //! `docs/workspace.md` for the layout, the durability rules and the error codes.
 //!
-//! Module map: [`engine`] (the data directory and the parts below), [`tree`] (run file trees on
-//! the injectable `Fs` layer), [`wal`] (the journal log and audit commit point), [`runs`]
-//! (manifests, epochs, invocation views, read-state), [`paths`] (model path rules), [`tools`]
+//! Module map: [`engine`] (the data directory and the operations the RPCs call), [`tree`] (run
+//! file trees on the injectable `Fs` layer), [`wal`] (the journal log and audit commit point),
+//! [`runs`] (manifests, epochs, invocation views, read-state), [`read_state`] (the read-state
+//! rules, pure), [`paths`] (model path rules), [`tools`]
 //! (the agent-facing tools), [`chat`], [`skills`], [`persist`], [`service`] (gRPC), [`convert`]
 //! (proto ↔ engine), [`config`], [`error`] (codes), [`limits`].
 //!
@@ -24,6 +25,7 @@ pub mod error;
 pub mod limits;
 pub mod paths;
 pub mod persist;
+pub mod read_state;
 pub mod runs;
 pub mod service;
 pub mod skills;

@@ -12,7 +12,7 @@
 
 use crate::error::WsError;
 
-/// The model-visible and writable roots every run starts from (seed 000 §7.0).
+/// The model-visible and writable roots every run starts from.
 pub const DEFAULT_ROOTS: [&str; 5] = ["output", "scratch", "plan", "summaries", "persist"];
 /// Visible to every invocation, never writable, outside the profile's root universe.
 pub const TOOL_RESULTS_ROOT: &str = "tool-results";

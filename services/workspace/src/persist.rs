@@ -1,5 +1,5 @@
 //! `persist/`: the chat-level persistent root, projected into a run at start and promoted back
-//! when the run succeeds (FEATURES W4). Owns the chat's persist state (`cells/<cell>/chats/<chat>/
+//! when the run succeeds. Owns the chat's persist state (`cells/<cell>/chats/<chat>/
 //! persist/state.json`: path → SHA-256) and its content-addressed blobs; must never promote
 //! without a compare-and-swap against the version captured at run start, so two runs of one chat
 //! cannot both win.

@@ -13,7 +13,11 @@ use std::{
 use serde::{Deserialize, Serialize};
 use toolplane_store::{Key, Precondition, Store, StoreError, Version};
 
-use crate::{error::WsError, paths::Roots};
+use crate::{
+    error::WsError,
+    paths::Roots,
+    read_state::{self, FileRead},
+};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -42,6 +46,10 @@ pub struct RunRecord {
     /// The chat `persist/` version this run promoted, once it did.
     pub persist_promoted: Option<String>,
 }
+
+/// A finished run's status when it succeeded (`toolplane.v1.RunStatus.COMPLETED`, the number
+/// manifests keep).
+pub const STATUS_COMPLETED: i32 = 3;
 
 /// What the skill tools of an invocation may see and read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,28 +86,12 @@ pub struct InvocationRecord {
     pub closed: bool,
 }
 
-/// What an invocation knows about one file (seed 000 §7.2).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileRead {
-    /// SHA-256 of the file when it was last read or written by this invocation.
-    pub version: String,
-    /// The whole file is known at `version`.
-    pub full: bool,
-    /// Text fragments read at `version` (partial reads).
-    pub fragments: Vec<String>,
-    /// A patch based on a partial read failed: the next patch needs a full read.
-    pub needs_full_read: bool,
-}
-
 /// An open invocation: its view and its in-memory read-state.
 #[derive(Debug)]
 pub struct Invocation {
     pub record: Mutex<InvocationRecord>,
     pub reads: Mutex<HashMap<String, FileRead>>,
 }
-
-/// Most fragments kept per file; older ones are dropped (the model can read again).
-const MAX_FRAGMENTS: usize = 64;
 
 impl Invocation {
     pub fn record(&self) -> InvocationRecord {
@@ -114,35 +106,14 @@ impl Invocation {
         lock(&self.reads).insert(path.to_owned(), state);
     }
 
-    /// Records a read of `path` at `version`: a full read replaces everything; a partial read adds
-    /// a fragment (or starts over when the version changed), and never downgrades a full read of
-    /// the same version.
+    /// Records a read of `path` at `version` ([`read_state::record_read`]).
     pub fn record_read(&self, path: &str, version: &str, full: bool, fragment: &str) {
         let mut reads = lock(&self.reads);
-        let entry = reads.entry(path.to_owned()).or_insert_with(|| FileRead {
-            version: version.to_owned(),
-            full: false,
-            fragments: Vec::new(),
-            needs_full_read: false,
-        });
-        if entry.version != version {
-            *entry = FileRead {
-                version: version.to_owned(),
-                full: false,
-                fragments: Vec::new(),
-                needs_full_read: entry.needs_full_read,
-            };
-        }
-        if full {
-            entry.full = true;
-            entry.fragments.clear();
-            entry.needs_full_read = false;
-        } else if !entry.full && !fragment.is_empty() {
-            if entry.fragments.len() >= MAX_FRAGMENTS {
-                entry.fragments.remove(0);
-            }
-            entry.fragments.push(fragment.to_owned());
-        }
+        let state = reads.remove(path);
+        reads.insert(
+            path.to_owned(),
+            read_state::record_read(state, version, full, fragment),
+        );
     }
 }
 

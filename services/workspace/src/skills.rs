@@ -238,6 +238,7 @@ impl Skills {
 
 type Folder = (BTreeMap<String, String>, Vec<String>, Vec<ImportWarning>);
 
+// Long: one walk of the folder with every import limit checked in place, kept in one piece.
 fn read_folder(root: &Path, limits: &Limits) -> Result<Folder, WsError> {
     let meta = std::fs::symlink_metadata(root)
         .map_err(|e| import_failed(format!("cannot read {}: {e}", root.display())))?;

@@ -1,4 +1,4 @@
-//! `chat.search` and `chat.read_messages` over the run's own chat (seed 000 §7.4). Owns their
+//! `chat.search` and `chat.read_messages` over the run's own chat. Owns their
 //! ranges and budgets; must never read a chat other than the one the run is bound to.
 
 use serde_json::json;
@@ -11,6 +11,7 @@ async fn chat_of(call: &Call<'_>) -> Result<String, WsError> {
     Ok(call.run.record.lock().await.0.chat_id.clone())
 }
 
+// Long: the scan, the ranking and the answer text are one sequence over the same hits.
 pub async fn search(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsError> {
     let query = normalize_query(args.required_str("query")?)
         .map_err(|e| WsError::tool("chat.invalid_query", e.to_string()))?;

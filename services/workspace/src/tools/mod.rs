@@ -6,6 +6,7 @@
 pub mod args;
 pub mod chat;
 pub mod files;
+pub mod listing;
 pub mod search;
 pub mod skill;
 pub mod worldinfo;
@@ -89,8 +90,8 @@ pub async fn execute(
         invocation,
     };
     match native {
-        builtin::WORKSPACE_LIST_FILES => files::list_files(&call, args).await,
-        builtin::WORKSPACE_SEARCH_FILES => files::search_files(&call, args).await,
+        builtin::WORKSPACE_LIST_FILES => listing::list_files(&call, args).await,
+        builtin::WORKSPACE_SEARCH_FILES => listing::search_files(&call, args).await,
         builtin::WORKSPACE_READ_FILE => files::read_file(&call, args).await,
         builtin::WORKSPACE_WRITE_FILE => files::write_file(&call, args).await,
         builtin::WORKSPACE_APPLY_PATCH => files::apply_patch(&call, args).await,

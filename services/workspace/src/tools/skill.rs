@@ -1,4 +1,4 @@
-//! `skill.list`, `skill.search` and `skill.read` (seed 000 §7.5). Owns visibility (deny over
+//! `skill.list`, `skill.search` and `skill.read`. Owns visibility (deny over
 //! visible, `*` for all) and the per-call and per-run read budgets, which search snippets count
 //! against too; must never return more skill text than the budgets allow.
 
@@ -99,6 +99,7 @@ pub async fn list(call: &Call<'_>, _args: Args) -> Result<ToolOutput, WsError> {
     })
 }
 
+// Long: the scan, its budget accounting and the answer text are one sequence over the same hits.
 pub async fn search(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsError> {
     let name = args.required_str("name")?;
     let query = normalize_query(args.required_str("query")?)

@@ -1,4 +1,4 @@
-//! `worldinfo.read_activated` (seed 000 §7.6): the index of the run's activated world-info entries
+//! `worldinfo.read_activated`: the index of the run's activated world-info entries
 //! without arguments, their text with `entries`. Owns the activation document's normalised shape;
 //! must never expose more than the entries the run captured.
 
@@ -96,6 +96,7 @@ pub fn normalize(json_text: &str) -> Result<Activation, WsError> {
     })
 }
 
+// Long: the index and the entries views share the loaded activation and its budget.
 pub async fn read_activated(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsError> {
     let base = call.ws.tree().run_dir(&call.ctx.cell, &call.ctx.run_id);
     let key = (call.ctx.cell.clone(), call.ctx.run_id.clone());
