@@ -53,7 +53,8 @@ pub fn normalize(raw: &str) -> String {
 
 /// `path` resolved against `work_dir` when it is relative and a working directory is known.
 pub fn absolutize(path: &str, work_dir: &str) -> String {
-    if path.starts_with('/') || work_dir.is_empty() {
+    // `\` reads as `/` (see `normalize`), so `\etc\passwd` is absolute too.
+    if path.starts_with(['/', '\\']) || work_dir.is_empty() {
         normalize(path)
     } else {
         normalize(&format!("{work_dir}/{path}"))
@@ -121,6 +122,8 @@ mod tests {
         }
         assert_eq!(absolutize("../../etc/passwd", "/srv/work"), "/etc/passwd");
         assert_eq!(absolutize("notes/a", "/srv/work/"), "/srv/work/notes/a");
+        // Absolute with `\` as its separator: not joined to the working directory.
+        assert_eq!(absolutize("\\etc\\passwd", "/srv/work"), "/etc/passwd");
         assert_eq!(
             readings("%2e%2e/%2e%2e/etc%2Fpasswd"),
             ["%2e%2e/%2e%2e/etc%2Fpasswd", "../../etc/passwd"]

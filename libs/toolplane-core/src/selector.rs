@@ -81,7 +81,8 @@ impl ToolSelector {
             if server.is_empty() || tool.is_empty() {
                 return Err(err("server name and tool must not be empty"));
             }
-            if server.contains('*') || tool[..tool.len() - 1].contains('*') {
+            // Not `tool[..len - 1]`: the last character may be wider than one byte.
+            if server.contains('*') || tool.strip_suffix('*').unwrap_or(tool).contains('*') {
                 return Err(err("`*` may only end a selector"));
             }
             return Ok(ToolSelector::McpServer {
@@ -263,5 +264,20 @@ mod tests {
             let err = ToolSelector::parse(bad).unwrap_err();
             assert_eq!(err.code, PROFILE_INVALID_SELECTOR, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_server_tool_may_end_in_a_wide_character() {
+        assert_eq!(
+            ToolSelector::parse("mcp:docs/überprüfƓ").unwrap(),
+            ToolSelector::McpServer {
+                server: "docs".into(),
+                tool: NamePattern::Exact("überprüfƓ".into()),
+            }
+        );
+        assert_eq!(
+            ToolSelector::parse("mcp:docs/a*Ɠ").unwrap_err().code,
+            PROFILE_INVALID_SELECTOR
+        );
     }
 }
