@@ -130,7 +130,9 @@ codes! {
     TOOL_INVALID_DESCRIPTOR = ("tool.invalid_descriptor", InvalidInput,
         "a descriptor field is empty or over its limit");
     TOOL_INVALID_ARGUMENTS = ("tool.invalid_arguments", Recoverable,
-        "the model's arguments are not valid JSON, not an object, or over the size limit");
+        "the model's arguments are not valid JSON, not an object, over the size limit, or do not match the tool's input schema");
+    TOOL_INVALID_RESULT = ("tool.invalid_result", Recoverable,
+        "an MCP tool's structured result does not match the output schema it declared");
     TOOL_RESULT_IDENTITY_MISMATCH = ("tool.result_identity_mismatch", System,
         "an executor answered with a call id or tool id other than the call's own");
     TOOL_EXECUTOR_UNAVAILABLE = ("tool.executor_unavailable", Recoverable,

@@ -5,9 +5,15 @@
 //! keywords run on the linear-time `regex` engine with size limits, since schemas come from MCP
 //! servers and external hosts, which are not trusted.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use jsonschema::{PatternOptions, Validator};
 use serde::Serialize;
 use serde_json::Value;
+
+use crate::descriptor::ToolDescriptor;
+use crate::id::ToolId;
 
 /// Most violations one check reports; the rest are counted.
 pub const MAX_REPORTED_VIOLATIONS: usize = 10;
@@ -98,6 +104,50 @@ impl SchemaCheck {
     }
 }
 
+/// The schema checks of one snapshot's tools, each compiled on the tool's first call and kept for
+/// the invocation. A schema that cannot be compiled (a reference outside it, a pattern over the
+/// limit) is not checked: the tool's own server remains the judge of its arguments.
+#[derive(Debug, Default)]
+pub struct SnapshotSchemas {
+    input: HashMap<ToolId, Option<Arc<SchemaCheck>>>,
+    output: HashMap<ToolId, Option<Arc<SchemaCheck>>>,
+}
+
+impl SnapshotSchemas {
+    /// Checks a call's arguments against the tool's input schema.
+    pub fn check_arguments(
+        &mut self,
+        tool: &ToolDescriptor,
+        args: &Value,
+    ) -> Result<(), Violations> {
+        let check = self
+            .input
+            .entry(tool.id().clone())
+            .or_insert_with(|| compile_or_skip(tool.input_schema()));
+        check.as_ref().map_or(Ok(()), |c| c.check(args))
+    }
+
+    /// Checks a structured result against the tool's output schema, when it declares one.
+    pub fn check_structured(
+        &mut self,
+        tool: &ToolDescriptor,
+        structured: &Value,
+    ) -> Result<(), Violations> {
+        let Some(schema) = tool.output_schema() else {
+            return Ok(());
+        };
+        let check = self
+            .output
+            .entry(tool.id().clone())
+            .or_insert_with(|| compile_or_skip(schema));
+        check.as_ref().map_or(Ok(()), |c| c.check(structured))
+    }
+}
+
+fn compile_or_skip(schema: &Value) -> Option<Arc<SchemaCheck>> {
+    SchemaCheck::compile(schema).ok().map(Arc::new)
+}
+
 fn bounded(text: &str) -> String {
     if text.chars().count() <= MAX_MESSAGE_CHARS {
         text.to_owned()
@@ -157,6 +207,27 @@ mod tests {
         assert_eq!(v.violations.len(), MAX_REPORTED_VIOLATIONS);
         assert_eq!(v.total, 500);
         assert!(v.summary().ends_with("… and 490 more"));
+    }
+
+    #[test]
+    fn a_snapshot_compiles_each_schema_once_and_checks_outputs_only_when_declared() {
+        let id = ToolId::parse("ext/crm:lookup").unwrap();
+        let with_output = ToolDescriptor::new(id.clone(), "d", schema())
+            .unwrap()
+            .with_output_schema(Some(json!({"type": "object", "required": ["n"]})))
+            .unwrap();
+        let mut s = SnapshotSchemas::default();
+        assert!(
+            s.check_arguments(&with_output, &json!({"query": "a"}))
+                .is_ok()
+        );
+        assert!(s.check_arguments(&with_output, &json!({})).is_err());
+        assert_eq!(s.input.len(), 1);
+        assert!(s.check_structured(&with_output, &json!({"n": 1})).is_ok());
+        assert!(s.check_structured(&with_output, &json!({"m": 1})).is_err());
+        let without =
+            ToolDescriptor::new(ToolId::parse("ext/crm:other").unwrap(), "d", schema()).unwrap();
+        assert!(s.check_structured(&without, &json!("anything")).is_ok());
     }
 
     #[test]

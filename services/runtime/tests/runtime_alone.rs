@@ -641,3 +641,124 @@ async fn a_model_that_keeps_failing_fails_the_run_after_its_retries() {
     );
     assert_eq!(a.mem.payloads("r15", "model_call_attempt_started").len(), 3);
 }
+
+/// A tool of an external host whose input schema wants `{"query": string ≤ 20, "limit" ≥ 1}`.
+fn crm_lookup() -> toolplane_core::descriptor::ToolDescriptor {
+    toolplane_core::descriptor::ToolDescriptor::new(
+        toolplane_core::ToolId::parse("ext/crm:lookup").unwrap(),
+        "Look a customer up.",
+        json!({"type": "object", "properties": {"query": {"type": "string", "maxLength": 20}, "limit": {"type": "integer", "minimum": 1}}, "required": ["query"], "additionalProperties": false}),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn arguments_that_break_an_external_tools_schema_are_answered_and_never_sent() {
+    let a = alone().await;
+    a.mem.add_tool(
+        toolplane_core::ToolOrigin::External {
+            host_id: "crm".into(),
+            endpoint: "http://crm.test".into(),
+        },
+        crm_lookup(),
+        None,
+    );
+    a.mem.put_profile(agent(
+        "clerk",
+        json!({"tools": {"allow": ["ext/crm:*", "builtin:workspace.*"]}}),
+    ));
+    let opened = a.host_run("rs1", "clerk").await;
+    let inv = &opened.invocation;
+    let turn =
+        a.rt.execute_host_turn(
+            inv,
+            &opened.turn_id,
+            ProviderFormat::OpenAiChat,
+            &calls(&[
+                (
+                    "c1",
+                    "ext__crm__lookup",
+                    json!({"query": 42, "limit": 0, "secret": "x"}),
+                ),
+                ("c2", "ext__crm__lookup", json!({"query": "acme"})),
+            ]),
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    let bad = &turn.outcome.results[0];
+    assert!(bad.is_error);
+    assert_eq!(
+        bad.error_code.as_deref(),
+        Some(codes::TOOL_INVALID_ARGUMENTS.as_str())
+    );
+    for path in ["`/query`", "`/limit`", "`(root)`"] {
+        assert!(bad.content.contains(path), "{path} in {}", bad.content);
+    }
+    let listed = bad.structured.as_ref().unwrap();
+    assert_eq!(listed["total"], 3);
+    let good = &turn.outcome.results[1];
+    assert!(!good.is_error, "{}", good.content);
+    // Only the valid call reached the host.
+    assert_eq!(a.mem.executed(), ["ext/crm:lookup"]);
+}
+
+#[tokio::test]
+async fn an_mcp_result_that_breaks_its_output_schema_is_a_recoverable_error() {
+    let a = alone().await;
+    let reg = "0b6f3a52-6c1e-4f7a-9a7e-2f1d8c4b5e60";
+    let tool = |name: &str| {
+        toolplane_core::descriptor::ToolDescriptor::new(
+            toolplane_core::ToolId::parse(&format!("mcp/{reg}:{name}")).unwrap(),
+            "Weather.",
+            json!({"type": "object"}),
+        )
+        .unwrap()
+        .with_output_schema(Some(json!({"type": "object", "properties": {"celsius": {"type": "number"}}, "required": ["celsius"]})))
+        .unwrap()
+    };
+    let origin = toolplane_core::ToolOrigin::Mcp {
+        registration_id: reg.into(),
+        server_name: "weather".into(),
+        permission: toolplane_core::catalog::McpPermission::Allow,
+    };
+    a.mem
+        .add_tool(origin.clone(), tool("good"), Some(json!({"celsius": 21.5})));
+    a.mem
+        .add_tool(origin, tool("bad"), Some(json!({"fahrenheit": "hot"})));
+    a.mem.put_profile(agent(
+        "forecaster",
+        json!({"tools": {"allow": ["mcp:weather/*"]}}),
+    ));
+    let opened = a.host_run("rs2", "forecaster").await;
+    let turn =
+        a.rt.execute_host_turn(
+            &opened.invocation,
+            &opened.turn_id,
+            ProviderFormat::OpenAiChat,
+            &calls(&[
+                ("c1", "mcp__weather__good", json!({})),
+                ("c2", "mcp__weather__bad", json!({})),
+            ]),
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    let [good, bad] = &turn.outcome.results[..] else {
+        panic!("two results")
+    };
+    assert!(!good.is_error, "{}", good.content);
+    assert_eq!(good.structured, Some(json!({"celsius": 21.5})));
+    assert!(bad.is_error);
+    assert_eq!(
+        bad.error_code.as_deref(),
+        Some(codes::TOOL_INVALID_RESULT.as_str())
+    );
+    assert!(bad.content.contains("celsius"), "{}", bad.content);
+    assert!(
+        bad.content.contains("external ok"),
+        "what the server returned stays readable"
+    );
+}

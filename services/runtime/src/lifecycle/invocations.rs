@@ -129,6 +129,7 @@ impl Runtime {
         let inner = InvocationInner {
             snapshot: Arc::new(snapshot),
             cycle: CycleDetector::new(resolved.profile.tools.cycle),
+            schemas: Default::default(),
             profile: resolved.profile,
             format,
             turn,

@@ -1,10 +1,15 @@
 //! Admission: whether a call may run at all in its place in the turn — a finishing tool must be
 //! the turn's last call and nothing runs after one, the arguments must be a JSON object, and the
-//! gate must accept the call against the turn contract and the invocation's budgets.
+//! gate must accept the call against the turn contract and the invocation's budgets, and the
+//! arguments of a tool the plane does not execute itself (MCP, external hosts, sub-agents) must
+//! match its input schema. The schema is checked after the gate, so a call with wrong arguments
+//! counts against the budgets like any call the gate let through (as a builtin's does, which its
+//! executor checks): a model that keeps sending them is bounded by those budgets.
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use toolplane_core::builtin;
 use toolplane_core::error::{AGENT_TOOL_AFTER_FINISH, ErrorClass, TOOL_INVALID_ARGUMENTS};
+use toolplane_core::id::Provider;
 use toolplane_core::invocation::{ToolArguments, ToolInvocation};
 use toolplane_core::result::AgentToolResult;
 use toolplane_core::snapshot::ToolBinding;
@@ -47,6 +52,7 @@ pub fn in_order(
 pub fn admit<'c>(
     rt: &Runtime,
     inner: &mut InvocationInner,
+    binding: &ToolBinding,
     call: &'c ToolInvocation,
 ) -> Result<Result<&'c Map<String, Value>, AgentToolResult>, RuntimeError> {
     let args = match &call.arguments {
@@ -70,6 +76,38 @@ pub fn admit<'c>(
             rt.metrics.gate_refusal(e.code.as_str());
             Ok(Err(AgentToolResult::from_error(call, &e)))
         }
-        Ok(_) => Ok(Ok(args)),
+        Ok(_) => Ok(match check_schema(inner, binding, call, args) {
+            Some(refusal) => Err(refusal),
+            None => Ok(args),
+        }),
     }
+}
+
+/// The refusal of arguments that break the tool's input schema, listing where. Builtins are left
+/// to their executors, whose own checks give more specific advice.
+fn check_schema(
+    inner: &mut InvocationInner,
+    binding: &ToolBinding,
+    call: &ToolInvocation,
+    args: &Map<String, Value>,
+) -> Option<AgentToolResult> {
+    if matches!(call.tool_id.provider(), Provider::Builtin) {
+        return None;
+    }
+    let violations = inner
+        .schemas
+        .check_arguments(&binding.descriptor, &Value::Object(args.clone()))
+        .err()?;
+    Some(
+        AgentToolResult::error(
+            call,
+            TOOL_INVALID_ARGUMENTS,
+            format!(
+                "the arguments do not match `{}`'s input schema:\n{}\nfix these and call it again",
+                binding.alias,
+                violations.summary()
+            ),
+        )
+        .with_structured(json!({"violations": violations.violations, "total": violations.total})),
+    )
 }

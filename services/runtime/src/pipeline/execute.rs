@@ -6,8 +6,10 @@ use std::time::Instant;
 
 use serde_json::{Map, Value, json};
 use toolplane_core::cycle::CycleVerdict;
+use toolplane_core::error::TOOL_INVALID_RESULT;
 use toolplane_core::invocation::ToolInvocation;
-use toolplane_core::snapshot::ToolBinding;
+use toolplane_core::result::AgentToolResult;
+use toolplane_core::snapshot::{Executor, ToolBinding};
 use tracing::Instrument;
 
 use super::record::CallRecord;
@@ -36,11 +38,43 @@ pub async fn execute(
         .await?;
     record_call(rt, &span, call, &d, executed);
     d.result.verify_identity(call)?;
+    check_structured(inner, binding, call, &mut d);
     if let CycleVerdict::Warn { streak } = verdict {
         rec.events.push(Event::new("cycle_detected", json!({"invocationId": inv.id, "toolId": call.tool_id.to_string(), "streak": streak, "verdict": "warn"})).inv(&inv.id).warn());
         d.result.content.push_str(&format!("\n\nNote: you have called `{}` {streak} times in a row. If you are not making progress, change your approach.", binding.alias));
     }
     Ok(d)
+}
+
+/// An MCP tool's structured result checked against the output schema it declared: a mismatch is a
+/// recoverable `tool.invalid_result` (as the MCP specification asks of clients), naming where it
+/// breaks and keeping what the server returned for the model to read.
+fn check_structured(
+    inner: &mut InvocationInner,
+    binding: &ToolBinding,
+    call: &ToolInvocation,
+    d: &mut Dispatched,
+) {
+    if d.result.is_error || !matches!(binding.executor, Executor::McpProxy { .. }) {
+        return;
+    }
+    let Some(structured) = &d.result.structured else {
+        return;
+    };
+    let Err(violations) = inner
+        .schemas
+        .check_structured(&binding.descriptor, structured)
+    else {
+        return;
+    };
+    let message = format!(
+        "`{}` returned a structured result that does not match its declared output schema:\n{}\n\n## Result as returned\n\n{}",
+        binding.alias,
+        violations.summary(),
+        d.result.content
+    );
+    d.result = AgentToolResult::error(call, TOOL_INVALID_RESULT, message)
+        .with_structured(json!({"violations": violations.violations, "total": violations.total}));
 }
 
 /// The call's span, after the OpenTelemetry GenAI conventions: `execute_tool {tool}` with the tool's

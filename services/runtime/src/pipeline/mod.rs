@@ -163,7 +163,7 @@ async fn decide(
     call: &ToolInvocation,
     rec: &mut CallRecord,
 ) -> Result<Decided, RuntimeError> {
-    let args = match admit::admit(rt, inner, call)? {
+    let args = match admit::admit(rt, inner, binding, call)? {
         Ok(args) => args,
         Err(refusal) => return Ok(Decided::answer(refusal)),
     };

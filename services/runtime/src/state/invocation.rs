@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use toolplane_core::Profile;
 use toolplane_core::cycle::CycleDetector;
 use toolplane_core::gate::ToolRequestGate;
+use toolplane_core::schema::SnapshotSchemas;
 use toolplane_core::snapshot::InvocationToolSnapshot;
 use toolplane_core::turn::ToolTurnContract;
 use toolplane_model::ProviderFormat;
@@ -40,6 +41,8 @@ pub struct InvocationInner {
     pub round: u32,
     pub gate: ToolRequestGate,
     pub cycle: CycleDetector,
+    /// The snapshot's tools' schema checks, compiled on each tool's first call.
+    pub schemas: SnapshotSchemas,
     pub status: InvocationStatus,
     pub failure: Option<Failure>,
     pub ended_ms: i64,

@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use toolplane_core::builtin;
 use toolplane_core::catalog::{CatalogEntry, ToolOrigin};
+use toolplane_core::descriptor::ToolDescriptor;
 use toolplane_core::result::AgentToolResult;
 use toolplane_core::snapshot::ExitPolicy;
 use toolplane_core::turn::ToolChoice;
@@ -43,12 +44,26 @@ pub struct Memory {
     files: Mutex<BTreeMap<String, String>>,
     messages: Mutex<HashMap<String, String>>,
     executed: Mutex<Vec<String>>,
+    /// Tools of other sources (MCP servers, external hosts), offered after the builtins; each
+    /// answers with its structured result, when one is set.
+    others: Mutex<Vec<(ToolOrigin, ToolDescriptor, Option<Value>)>>,
     sealed: Mutex<HashMap<String, RunStatus>>,
     /// How many model calls fail (retryably) before the models answer.
     model_failures: Arc<Mutex<u32>>,
 }
 
 impl Memory {
+    /// Offers `descriptor` from `origin` (an MCP server or an external host), answering with
+    /// `structured`.
+    pub fn add_tool(
+        &self,
+        origin: ToolOrigin,
+        descriptor: ToolDescriptor,
+        structured: Option<Value>,
+    ) {
+        lock(&self.others).push((origin, descriptor, structured));
+    }
+
     pub fn put_profile(&self, profile: Value) {
         let id = profile["id"].as_str().unwrap().to_owned();
         lock(&self.profiles).insert(id, profile.to_string());
@@ -117,7 +132,7 @@ impl Catalog for Memory {
         _actor_id: &str,
     ) -> Result<ResolvedProfile, PortError> {
         let profile = self.get_profile("", profile_id).await?;
-        let tools = builtin::descriptors()
+        let mut tools: Vec<ListedTool> = builtin::descriptors()
             .into_iter()
             .map(|d| ListedTool {
                 id: Some(d.id().clone()),
@@ -126,6 +141,14 @@ impl Catalog for Memory {
                 entry: CatalogEntry::usable(ToolOrigin::Builtin, d),
             })
             .collect();
+        for (origin, d, _) in lock(&self.others).iter() {
+            tools.push(ListedTool {
+                id: Some(d.id().clone()),
+                category: None,
+                progress_aware: false,
+                entry: CatalogEntry::usable(origin.clone(), d.clone()),
+            });
+        }
         Ok(ResolvedProfile {
             profile,
             platform_policy_json: None,
@@ -340,10 +363,25 @@ impl ToolHosts for Memory {
         let c = call.call;
         lock(&self.executed).push(c.tool_id.to_string());
         if host != ToolHost::Workspace {
-            return Ok(Err(PortError::new(
-                PortErrorKind::Unavailable,
-                "no such host",
-            )));
+            let Some(structured) = lock(&self.others)
+                .iter()
+                .find(|(_, d, _)| d.id() == &c.tool_id)
+                .map(|(_, _, s)| s.clone())
+            else {
+                return Ok(Err(PortError::new(
+                    PortErrorKind::Unavailable,
+                    "no such host",
+                )));
+            };
+            let mut result = AgentToolResult::ok(c, "external ok");
+            if let Some(s) = structured {
+                result = result.with_structured(s);
+            }
+            return Ok(Ok(Executed {
+                result: Ok(result),
+                outcome: Outcome::Known,
+                raw: None,
+            }));
         }
         let args = c.arguments.as_object().cloned().unwrap_or_default();
         let path = args.get("path").and_then(Value::as_str).unwrap_or("");
