@@ -70,7 +70,7 @@ pub struct ToolPolicy {
     pub allow: Vec<ToolSelector>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deny: Vec<ToolSelector>,
-    /// Total calls one invocation may make (seed 000's `maxCallsPerRun`, renamed for what it is).
+    /// Total calls one invocation may make.
     #[serde(default = "default_max_calls")]
     pub max_calls_per_invocation: u32,
     /// Calls each tool may make per invocation; absent = only the total applies.

@@ -65,7 +65,7 @@ impl ProviderFormat {
 
     /// How the turn contract treats calls without an id: Gemini often omits them, so its calls
     /// get synthesised `<turn>:<index>` ids; every other provider always sends one, and a missing
-    /// id is a contract violation (FEATURES S4).
+    /// id is a contract violation.
     pub fn call_id_policy(self) -> CallIdPolicy {
         match self {
             ProviderFormat::Gemini => CallIdPolicy::SynthesiseMissing,

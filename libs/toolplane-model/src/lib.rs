@@ -1,4 +1,4 @@
-//! Provider wire formats (FEATURES P1; seed 000 §8, §9): the one place that knows what OpenAI Chat
+//! Provider wire formats: the one place that knows what OpenAI Chat
 //! Completions, OpenAI Responses, Anthropic Messages and Gemini `generateContent` look like.
 //!
 //! Three conversions per provider, all through one turn's [`ToolTurnContract`]:
@@ -145,7 +145,7 @@ pub fn decode_calls_json(
 /// content of `functionResponse` parts (Gemini). Empty when there are no results.
 ///
 /// `calls` are the turn's decoded invocations and `results` must answer each of them exactly once
-/// (identity verified, seed 000 §4): providers refuse a history where a call has no answer, and
+/// (identity verified): providers refuse a history where a call has no answer, and
 /// Gemini pairs answers to id-less calls by name and order, so results are written in call order
 /// whatever order they came in. A result that answers no call of the turn, a call whose tool the
 /// turn did not advertise, or a call left unanswered is a `tool.result_identity_mismatch`.

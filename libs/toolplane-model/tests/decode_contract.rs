@@ -752,7 +752,7 @@ fn tools_follow_the_turn_not_the_snapshot() {
         let text = serde_json::to_string(&fields).unwrap();
         assert!(text.contains("mcp__github__ping"), "{format}");
         assert!(!text.contains("dice_roll"), "{format}: {text}");
-        // Titles are for people; no provider field carries them (seed 000 §3).
+        // Titles are for people; no provider field carries them.
         let all = encode_tools(format, &contract(&snap, ToolChoice::Auto), &snap).unwrap();
         assert!(
             !serde_json::to_string(&all)

@@ -1,4 +1,4 @@
-//! Snapshot tables of the four wire formats (FEATURES P1): for each provider, one table of cases
+//! Snapshot tables of the four wire formats: for each provider, one table of cases
 //! — the tools, every tool choice, what the sample responses decode to, the history they leave and
 //! the results sent back — each compared as a whole. `UPDATE_EXPECT=1 cargo test -p
 //! toolplane-model --test wire_snapshots` rewrites the expectations after a deliberate change.

@@ -167,15 +167,20 @@ fn page_window(
     } else {
         page_size.min(max)
     } as usize;
+    let bad = || Status::invalid_argument("runtime.invalid_request: bad page token");
+    // A token this service issued is an offset within the list; anything past its end (an
+    // offset of `usize::MAX` included) was not issued here.
     let start: usize = if token.is_empty() {
         0
     } else {
-        token
-            .parse()
-            .map_err(|_| Status::invalid_argument("runtime.invalid_request: bad page token"))?
+        token.parse().map_err(|_| bad())?
     };
-    let next = if start + size < len {
-        (start + size).to_string()
+    if start > len {
+        return Err(bad());
+    }
+    let end = start.saturating_add(size);
+    let next = if end < len {
+        end.to_string()
     } else {
         String::new()
     };
@@ -521,5 +526,21 @@ async fn handoff_pb(h: &HandedOff) -> pb::HandoffTarget {
         first_turn: Some(first_turn_pb(&inner, &h.opened)),
         brief: h.brief.clone(),
         omitted: convert::omissions_pb(&inner.snapshot),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_tokens_past_the_list_are_refused_not_an_overflow() {
+        assert_eq!(page_window(0, 50, 500, "", 120).unwrap(), (0, 50, "50".into()));
+        assert_eq!(page_window(50, 50, 500, "100", 120).unwrap(), (100, 50, String::new()));
+        assert_eq!(page_window(10, 50, 500, "120", 120).unwrap(), (120, 10, String::new()));
+        for bad in ["121", &usize::MAX.to_string(), "18446744073709551616", "-1", "x", "1e3"] {
+            let err = page_window(u32::MAX, 50, 500, bad, 120).unwrap_err();
+            assert_eq!(err.code(), tonic::Code::InvalidArgument, "{bad}");
+        }
     }
 }
