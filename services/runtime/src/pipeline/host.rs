@@ -141,14 +141,11 @@ impl Runtime {
             self.after_turn(inv, &mut inner, &outcome).await?
         };
         let open = end.status == InvocationStatus::Open;
-        let mut next_tools = None;
-        if open {
-            if let Some(choice) = req.next_choice {
-                self.change_choice(inv, &mut inner, choice).await?;
-            }
-            let fields = toolplane_model::encode_tools(format, &inner.turn, &inner.snapshot)?;
-            next_tools = Some(Value::Object(fields));
-        }
+        let next_tools = if open {
+            Some(self.next_turn(inv, &mut inner, req.next_choice).await?)
+        } else {
+            None
+        };
         let injected = if open {
             take_injections(self, inv).await?
         } else {
@@ -201,6 +198,20 @@ impl Runtime {
         .inv(&inv.id);
         self.append(&inv.run, inv.run.epoch(), Vec::new(), vec![ev])
             .await
+    }
+
+    /// The next turn under the host's new choice, if it sent one: its provider request fields.
+    async fn next_turn(
+        &self,
+        inv: &Invocation,
+        inner: &mut InvocationInner,
+        choice: Option<ToolChoice>,
+    ) -> Result<Value, RuntimeError> {
+        if let Some(choice) = choice {
+            self.change_choice(inv, inner, choice).await?;
+        }
+        let fields = toolplane_model::encode_tools(inner.format, &inner.turn, &inner.snapshot)?;
+        Ok(Value::Object(fields))
     }
 
     /// Replaces the current turn's tool choice (the turn the response returns) and journals the
