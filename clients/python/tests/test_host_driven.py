@@ -168,3 +168,31 @@ def test_a_contract_violation_is_a_coded_error_and_fails_the_run(plane):
     while plane.get_run(run.run_id).status != common_pb2.RUN_STATUS_FAILED and time.time() < deadline:
         time.sleep(0.05)
     assert plane.get_run(run.run_id).failure.code == "model.unknown_tool_alias"
+
+
+def test_a_host_changes_the_tool_choice_per_turn_and_text_turns_use_up_no_round(plane):
+    plane.put_profile({"id": "py-brief", "tools": {"allow": ["builtin:workspace.*"], "maxRounds": 2}})
+    run = plane.create_run(profile_id="py-brief", chat_id="py-chat-3", background=True)
+    invocation = plane.open_invocation(run.run_id, "openai_chat")
+    first = invocation.turn_id
+    assert invocation.tools["tool_choice"] == "auto"
+
+    with pytest.raises(ToolplaneError) as error:
+        plane.execute_tool_calls(invocation, call("c0", "workspace_list_files", {}), next_tool_choice="builtin:nope.tool")
+    assert error.value.code == "runtime.invalid_request"
+    assert invocation.open and invocation.turn_id == first
+
+    text = {"role": "assistant", "content": "Let me think."}
+    for _ in range(3):
+        turn = plane.execute_tool_calls(invocation, text, next_tool_choice="none")
+        assert turn.messages == [] and invocation.open
+        assert invocation.turn_id == first, "a text answer keeps the turn"
+    assert invocation.tools["tool_choice"] == "none"
+
+    plane.execute_tool_calls(invocation, text, next_tool_choice="builtin:workspace.list_files")
+    assert invocation.tools["tool_choice"] == {"type": "function", "function": {"name": "workspace_list_files"}}
+    turn = plane.execute_tool_calls(invocation, call("c1", "workspace_list_files", {}))
+    assert not turn.results[0].is_error and invocation.open and invocation.turn_id != first
+    kinds = [e["type"] for e in plane.journal(run.run_id)]
+    assert kinds.count("turn_without_calls") == 4
+    assert kinds.count("tool_choice_changed") == 4

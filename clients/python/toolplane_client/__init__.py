@@ -154,6 +154,20 @@ class TurnResult:
         return self.state == runtime_pb2.INVOCATION_STATE_FINISHED
 
 
+_CHOICE_MODES = {
+    "auto": tool_pb2.TOOL_CHOICE_MODE_AUTO,
+    "none": tool_pb2.TOOL_CHOICE_MODE_NONE,
+    "required": tool_pb2.TOOL_CHOICE_MODE_REQUIRED,
+}
+
+
+def _tool_choice(choice: str) -> Any:
+    """A ``ToolChoice``: a mode by name, or else the canonical id of the one tool to call."""
+    if choice in _CHOICE_MODES:
+        return tool_pb2.ToolChoice(mode=_CHOICE_MODES[choice])
+    return tool_pb2.ToolChoice(mode=tool_pb2.TOOL_CHOICE_MODE_SPECIFIC, tool_id=choice)
+
+
 def _address(value: str) -> str:
     return value.split("://", 1)[1] if "://" in value else value
 
@@ -262,11 +276,20 @@ class Plane:
         )
 
     def execute_tool_calls(
-        self, invocation: Invocation, assistant_message: Any, model_response: Any | None = None
+        self,
+        invocation: Invocation,
+        assistant_message: Any,
+        model_response: Any | None = None,
+        next_tool_choice: str | None = None,
     ) -> TurnResult:
         """Hands one model turn (the provider's own assistant message) to the runtime, which
-        decodes, gates, executes, audits and journals each call. Updates ``invocation``'s turn and
-        state; a contract violation (unknown alias, stale turn) raises :class:`ToolplaneError`."""
+        decodes, gates, executes, audits and journals each call. Updates ``invocation``'s turn,
+        state and tool choice; a contract violation (unknown alias, stale turn) raises
+        :class:`ToolplaneError`.
+
+        ``next_tool_choice`` changes the tool choice from the next turn on: ``"auto"``, ``"none"``,
+        ``"required"``, or a canonical tool id (``"builtin:workspace.finish"``) the model must
+        call. ``invocation.tools`` then carries it for the next model request."""
         request = runtime_pb2.ExecuteToolCallsRequest(
             invocation_id=invocation.id,
             turn_id=invocation.turn_id,
@@ -275,14 +298,21 @@ class Plane:
         )
         if model_response is not None:
             request.model_response_json = json.dumps(model_response)
+        if next_tool_choice is not None:
+            request.next_tool_choice.CopyFrom(_tool_choice(next_tool_choice))
         try:
             response = _call(self.runtime.ExecuteToolCalls, request)
-        except ToolplaneError:
-            invocation.state = runtime_pb2.INVOCATION_STATE_FAILED
+        except ToolplaneError as e:
+            # A malformed request (an invalid `next_tool_choice`) runs nothing and fails nothing.
+            if e.code != "runtime.invalid_request":
+                invocation.state = runtime_pb2.INVOCATION_STATE_FAILED
             raise
         invocation.state = response.state
         if response.HasField("next_turn"):
             invocation.turn_id = response.next_turn.turn_id
+            if response.next_turn.HasField("tool_choice_json"):
+                key = "toolConfig" if invocation.provider_format == FORMATS["gemini"] else "tool_choice"
+                invocation.tools[key] = json.loads(response.next_turn.tool_choice_json)
         return TurnResult(
             messages=json.loads(response.result_messages_json or "[]"),
             injected_messages=json.loads(response.injected_messages_json or "[]"),

@@ -19,7 +19,7 @@ use crate::convert::runs::{failure_pb, new_run_from_create, run_start, task_pb};
 use crate::error::RuntimeError;
 use crate::lifecycle::Opened;
 use crate::model::provider::user_message;
-use crate::pipeline::HandedOff;
+use crate::pipeline::{HandedOff, HostCalls};
 use crate::state::{
     Driver, Invocation, InvocationInner, InvocationStatus, Run, RunMode, RunRecord, RunStatus,
     turn_id,
@@ -382,15 +382,24 @@ impl RuntimeService for RuntimeGrpc {
                 format!("calls_json is not valid json: {e}"),
             )
         })?;
+        let next_choice = match r.next_tool_choice.as_ref() {
+            Some(c) => Some(convert::tool_choice(Some(c)).map_err(|e| {
+                RuntimeError::invalid(format!("next_tool_choice: {}", e.0.message))
+            })?),
+            None => None,
+        };
         let turn = self
             .rt
-            .execute_host_turn(
+            .execute_host_calls(
                 &inv,
-                &r.turn_id,
-                format,
-                &calls,
-                r.epoch,
-                r.model_response_json,
+                HostCalls {
+                    turn: &r.turn_id,
+                    format,
+                    calls: &calls,
+                    epoch: r.epoch,
+                    model_response: r.model_response_json,
+                    next_choice,
+                },
             )
             .await?;
         let handoff = match &turn.handoff {
@@ -411,10 +420,13 @@ impl RuntimeService for RuntimeGrpc {
                 .iter()
                 .map(convert::result_pb)
                 .collect(),
-            next_turn: turn
-                .next_turn_id
-                .as_ref()
-                .map(|id| convert::turn_pb(&inner.turn, id, None)),
+            next_turn: turn.next_turn_id.as_ref().map(|id| {
+                convert::turn_pb(
+                    &inner.turn,
+                    id,
+                    turn.next_tools.as_ref().and_then(choice_json),
+                )
+            }),
             state: inv_status_pb(turn.status),
             injected_child_results: turn.injected.iter().map(task_pb).collect(),
             injected_messages_json,
@@ -505,12 +517,16 @@ fn first_turn_pb(inner: &InvocationInner, opened: &Opened) -> pb::ToolTurn {
     convert::turn_pb(
         &inner.turn,
         &opened.turn_id,
-        opened
-            .tools_json
-            .get("tool_choice")
-            .or_else(|| opened.tools_json.get("toolConfig"))
-            .map(Value::to_string),
+        choice_json(&opened.tools_json),
     )
+}
+
+/// The tool choice among a turn's provider request fields, as JSON text.
+fn choice_json(tools_json: &Value) -> Option<String> {
+    tools_json
+        .get("tool_choice")
+        .or_else(|| tools_json.get("toolConfig"))
+        .map(Value::to_string)
 }
 
 /// The handoff target a host continues with: its tools in the caller's provider format, its first

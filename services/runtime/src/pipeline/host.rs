@@ -1,14 +1,19 @@
 //! Host-driven turns (`ExecuteToolCalls`): the host's provider-native calls are checked against
 //! the current turn and format, decoded through this turn's aliases, run through the same
 //! pipeline as the runtime's own loop, and answered as provider-native result messages.
+//!
+//! The host may change the tool choice of the next turn with the calls; a turn without calls (a
+//! text answer the choice allows) keeps the same turn current and uses up no round.
 
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 use toolplane_core::error::{self as codes, ErrorClass};
+use toolplane_core::invocation::ToolInvocation;
+use toolplane_core::turn::{ToolChoice, ToolTurnContract};
 use toolplane_model::ProviderFormat;
 
-use super::turn_end::{HandedOff, ensure_open};
+use super::turn_end::{HandedOff, TurnEnd, ensure_open};
 use super::{TurnOutcome, run_turn};
 use crate::context::Runtime;
 use crate::error::RuntimeError;
@@ -25,6 +30,8 @@ pub struct HostTurn {
     pub result_messages: Value,
     pub status: InvocationStatus,
     pub next_turn_id: Option<String>,
+    /// The provider request fields (tools, tool choice) of the next turn, when there is one.
+    pub next_tools: Option<Value>,
     pub failure: Option<Failure>,
     /// The invocation that took the run over, when this turn handed off.
     pub handoff: Option<HandedOff>,
@@ -32,9 +39,23 @@ pub struct HostTurn {
     pub injected: Vec<Task>,
 }
 
+/// One host-driven turn's request.
+#[derive(Debug)]
+pub struct HostCalls<'a> {
+    /// The turn the calls answer.
+    pub turn: &'a str,
+    pub format: ProviderFormat,
+    /// The provider-native assistant turn.
+    pub calls: &'a Value,
+    pub epoch: Option<u64>,
+    /// The complete model response, stored for audit.
+    pub model_response: Option<String>,
+    /// The tool choice of the next turn; `None` keeps the current one.
+    pub next_choice: Option<ToolChoice>,
+}
+
 impl Runtime {
-    /// One host-driven turn: decode the provider-native calls through this turn's aliases, run them,
-    /// encode the results, and advance the turn.
+    /// One host-driven turn without a change of tool choice; see [`Runtime::execute_host_calls`].
     pub async fn execute_host_turn(
         &self,
         inv: &Arc<Invocation>,
@@ -44,17 +65,42 @@ impl Runtime {
         epoch: Option<u64>,
         model_response: Option<String>,
     ) -> Result<HostTurn, RuntimeError> {
+        let req = HostCalls {
+            turn,
+            format,
+            calls,
+            epoch,
+            model_response,
+            next_choice: None,
+        };
+        self.execute_host_calls(inv, req).await
+    }
+
+    /// One host-driven turn: check the next tool choice, decode the provider-native calls through
+    /// this turn's aliases, run them, encode the results, and advance the turn — unless there were
+    /// no calls, which keeps the turn current.
+    pub async fn execute_host_calls(
+        &self,
+        inv: &Arc<Invocation>,
+        req: HostCalls<'_>,
+    ) -> Result<HostTurn, RuntimeError> {
+        let format = req.format;
         inv.touch();
-        check_epoch(&inv.run, epoch)?;
+        check_epoch(&inv.run, req.epoch)?;
         let mut inner = inv.inner.lock().await;
         if inner.status == InvocationStatus::HandedOff {
-            return self.calls_after_handoff(inv, &inner, format, calls).await;
+            return self
+                .calls_after_handoff(inv, &inner, format, req.calls)
+                .await;
         }
-        accepts(inv, &inner, turn, format)?;
-        if let Some(body) = model_response {
+        accepts(inv, &inner, req.turn, format)?;
+        if let Some(choice) = &req.next_choice {
+            checked_choice(&inner, choice)?;
+        }
+        if let Some(body) = req.model_response {
             self.store_model_response(inv, inner.round, body).await?;
         }
-        let decoded = match toolplane_model::decode_calls(format, &inner.turn, calls) {
+        let decoded = match toolplane_model::decode_calls(format, &inner.turn, req.calls) {
             Ok(d) => d,
             Err(e) => {
                 self.fail_invocation(
@@ -71,22 +117,13 @@ impl Runtime {
             }
         };
         let calls = decoded.invocations.clone();
-        let outcome = match run_turn(self, inv, &mut inner, decoded.invocations).await {
-            Ok(o) => o,
-            Err(e) => {
-                let retryable = e.code().class() == ErrorClass::System;
-                self.fail_invocation(
-                    inv,
-                    &mut inner,
-                    Failure {
-                        code: e.code().as_str().into(),
-                        message: e.0.message.clone(),
-                        retryable,
-                    },
-                )
-                .await?;
-                return Err(e);
-            }
+        let empty = calls.is_empty();
+        let outcome = if empty {
+            self.turn_without_calls(inv, &inner).await?;
+            TurnOutcome::default()
+        } else {
+            self.run_or_fail(inv, &mut inner, decoded.invocations)
+                .await?
         };
         let result_messages = Value::Array(toolplane_model::encode_results(
             format,
@@ -94,8 +131,21 @@ impl Runtime {
             &calls,
             &outcome.results,
         )?);
-        let end = self.after_turn(inv, &mut inner, &outcome).await?;
+        let end = if empty {
+            TurnEnd {
+                status: InvocationStatus::Open,
+                failure: None,
+                handoff: None,
+            }
+        } else {
+            self.after_turn(inv, &mut inner, &outcome).await?
+        };
         let open = end.status == InvocationStatus::Open;
+        let next_tools = if open {
+            Some(self.next_turn(inv, &mut inner, req.next_choice).await?)
+        } else {
+            None
+        };
         let injected = if open {
             take_injections(self, inv).await?
         } else {
@@ -106,10 +156,80 @@ impl Runtime {
             result_messages,
             status: end.status,
             next_turn_id: open.then(|| turn_id(&inv.id, inner.round)),
+            next_tools,
             failure: end.failure,
             handoff: end.handoff,
             injected,
         })
+    }
+
+    /// Runs the turn's calls; an error fails the invocation (retryable when the system failed).
+    async fn run_or_fail(
+        &self,
+        inv: &Arc<Invocation>,
+        inner: &mut InvocationInner,
+        calls: Vec<ToolInvocation>,
+    ) -> Result<TurnOutcome, RuntimeError> {
+        match run_turn(self, inv, inner, calls).await {
+            Ok(o) => Ok(o),
+            Err(e) => {
+                let retryable = e.code().class() == ErrorClass::System;
+                let failure = Failure {
+                    code: e.code().as_str().into(),
+                    message: e.0.message.clone(),
+                    retryable,
+                };
+                self.fail_invocation(inv, inner, failure).await?;
+                Err(e)
+            }
+        }
+    }
+
+    /// A turn without calls: journalled; the turn stays current and no round is used.
+    async fn turn_without_calls(
+        &self,
+        inv: &Invocation,
+        inner: &InvocationInner,
+    ) -> Result<(), RuntimeError> {
+        let ev = Event::new(
+            "turn_without_calls",
+            json!({"invocationId": inv.id, "round": inner.round, "choice": inner.turn.choice()}),
+        )
+        .inv(&inv.id);
+        self.append(&inv.run, inv.run.epoch(), Vec::new(), vec![ev])
+            .await
+    }
+
+    /// The next turn under the host's new choice, if it sent one: its provider request fields.
+    async fn next_turn(
+        &self,
+        inv: &Invocation,
+        inner: &mut InvocationInner,
+        choice: Option<ToolChoice>,
+    ) -> Result<Value, RuntimeError> {
+        if let Some(choice) = choice {
+            self.change_choice(inv, inner, choice).await?;
+        }
+        let fields = toolplane_model::encode_tools(inner.format, &inner.turn, &inner.snapshot)?;
+        Ok(Value::Object(fields))
+    }
+
+    /// Replaces the current turn's tool choice (the turn the response returns) and journals the
+    /// new contract.
+    async fn change_choice(
+        &self,
+        inv: &Invocation,
+        inner: &mut InvocationInner,
+        choice: ToolChoice,
+    ) -> Result<(), RuntimeError> {
+        inner.turn = checked_choice(inner, &choice)?;
+        let ev = Event::new(
+            "tool_choice_changed",
+            json!({"invocationId": inv.id, "round": inner.round, "choice": choice, "contract": inner.turn}),
+        )
+        .inv(&inv.id);
+        self.append(&inv.run, inv.run.epoch(), Vec::new(), vec![ev])
+            .await
     }
 
     /// Calls sent to an invocation that handed the run off: none runs, each is answered with
@@ -155,6 +275,7 @@ impl Runtime {
             result_messages,
             status: InvocationStatus::HandedOff,
             next_turn_id: None,
+            next_tools: None,
             failure: None,
             handoff: None,
             injected: Vec::new(),
@@ -216,4 +337,19 @@ fn accepts(
         )));
     }
     Ok(())
+}
+
+/// The contract of the current round under `choice`, if the choice is valid for the invocation: a
+/// specific choice must name a tool of the snapshot, and a choice needing a call needs a tool.
+fn checked_choice(
+    inner: &InvocationInner,
+    choice: &ToolChoice,
+) -> Result<ToolTurnContract, RuntimeError> {
+    let invalid = |e: toolplane_core::error::CoreError| {
+        RuntimeError::invalid(format!("next_tool_choice: {}", e.message))
+    };
+    let turn =
+        ToolTurnContract::all(&inner.snapshot, inner.round, choice.clone()).map_err(invalid)?;
+    toolplane_model::encode_tools(inner.format, &turn, &inner.snapshot).map_err(invalid)?;
+    Ok(turn)
 }

@@ -37,7 +37,7 @@ use crate::tools::{Dispatched, Effect, HandoffRequest};
 use govern::Governed;
 use record::CallRecord;
 
-pub use host::HostTurn;
+pub use host::{HostCalls, HostTurn};
 pub use record::{PREVIEW_CHARS, call_file};
 pub use turn_end::{HandedOff, TurnEnd, ensure_open};
 
