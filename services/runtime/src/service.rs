@@ -551,10 +551,26 @@ mod tests {
 
     #[test]
     fn page_tokens_past_the_list_are_refused_not_an_overflow() {
-        assert_eq!(page_window(0, 50, 500, "", 120).unwrap(), (0, 50, "50".into()));
-        assert_eq!(page_window(50, 50, 500, "100", 120).unwrap(), (100, 50, String::new()));
-        assert_eq!(page_window(10, 50, 500, "120", 120).unwrap(), (120, 10, String::new()));
-        for bad in ["121", &usize::MAX.to_string(), "18446744073709551616", "-1", "x", "1e3"] {
+        assert_eq!(
+            page_window(0, 50, 500, "", 120).unwrap(),
+            (0, 50, "50".into())
+        );
+        assert_eq!(
+            page_window(50, 50, 500, "100", 120).unwrap(),
+            (100, 50, String::new())
+        );
+        assert_eq!(
+            page_window(10, 50, 500, "120", 120).unwrap(),
+            (120, 10, String::new())
+        );
+        for bad in [
+            "121",
+            &usize::MAX.to_string(),
+            "18446744073709551616",
+            "-1",
+            "x",
+            "1e3",
+        ] {
             let err = page_window(u32::MAX, 50, 500, bad, 120).unwrap_err();
             assert_eq!(err.code(), tonic::Code::InvalidArgument, "{bad}");
         }
