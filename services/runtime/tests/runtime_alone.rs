@@ -762,3 +762,50 @@ async fn an_mcp_result_that_breaks_its_output_schema_is_a_recoverable_error() {
         "what the server returned stays readable"
     );
 }
+
+#[tokio::test]
+async fn a_cancel_does_not_wait_for_a_slow_workspace_tool() {
+    let a = alone().await;
+    a.mem.put_profile(agent("writer", json!({})));
+    let opened = a.host_run("rs3", "writer").await;
+    let (rt, inv, turn_id) = (
+        a.rt.clone(),
+        opened.invocation.clone(),
+        opened.turn_id.clone(),
+    );
+    let turn = tokio::spawn(async move {
+        rt.execute_host_turn(
+            &inv,
+            &turn_id,
+            ProviderFormat::OpenAiChat,
+            &calls(&[(
+                "c1",
+                "workspace_write_file",
+                json!({"path": support::SLOW_PATH, "content": "x"}),
+            )]),
+            None,
+            None,
+        )
+        .await
+    });
+    assert!(eventually(|| a.mem.executed().len() == 1).await);
+    let run = a.rt.run("rs3").unwrap();
+    a.rt.cancel_run(&run, "user stopped it").await.unwrap();
+    // The slow tool takes a minute; the turn answers as soon as the run is cancelled.
+    let answered = tokio::time::timeout(std::time::Duration::from_secs(20), turn)
+        .await
+        .expect("the turn answers without waiting for the tool")
+        .unwrap()
+        .unwrap();
+    let result = &answered.outcome.results[0];
+    assert_eq!(
+        result.error_code.as_deref(),
+        Some(codes::TOOL_CANCELLED.as_str())
+    );
+    assert!(eventually(|| a.mem.sealed("rs3") == Some(RunStatus::Cancelled)).await);
+    // The call is journalled as failed with the cancel's code before the run ends.
+    let kinds = a.mem.kinds("rs3");
+    let at = |k: &str| kinds.iter().position(|x| x == k);
+    assert!(at("tool_call_failed").is_some(), "{kinds:?}");
+    assert!(at("tool_call_failed") < at("run_cancelled"), "{kinds:?}");
+}

@@ -1,7 +1,7 @@
 //! Calls that leave the runtime: the workspace's tools, MCP tools through the mcp-proxy and
 //! external hosts, each sent through the tool-hosts port with the [`ToolContext`] every executor
-//! receives. A cancel of the run drops a call in flight; a host that does not answer in time is a
-//! timeout whose outcome is unknown.
+//! receives. A cancel of the run drops a call in flight, the workspace's included; a host that does
+//! not answer in time is a timeout whose outcome is unknown.
 
 use std::time::Duration;
 
@@ -55,7 +55,22 @@ pub async fn on_workspace(
         request_timeout: timeout + WIRE_MARGIN,
         tool_timeout_ms: None,
     };
-    match rt.ports.tools.execute(ToolHost::Workspace, request).await? {
+    // A cancel of the run drops the request, as for any other host: the cancel does not wait for
+    // a slow workspace tool (a search over a large tree), and the call is answered and journalled
+    // as cancelled. The workspace commits its writes atomically, so a dropped write either
+    // happened whole or not at all; which one is unknown here.
+    let stop = Stop::run(std::sync::Arc::clone(&inv.run));
+    let answered = tokio::select! {
+        r = rt.ports.tools.execute(ToolHost::Workspace, request) => r?,
+        () = stop.wait() => {
+            return Ok(Dispatched::cancelled(
+                call,
+                "the run was cancelled while the workspace tool ran; whether it took effect is unknown",
+                Outcome::Unknown,
+            ));
+        }
+    };
+    match answered {
         Ok(executed) => from_executed(call, executed),
         Err(e) => Err(RuntimeError::dependency(format!(
             "the workspace service failed `{}`: {}",

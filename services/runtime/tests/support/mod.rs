@@ -35,6 +35,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A workspace path whose tool calls take a minute to answer.
+pub const SLOW_PATH: &str = "output/slow.md";
+
 /// The peers of one runtime, in memory.
 #[derive(Debug, Default)]
 pub struct Memory {
@@ -385,6 +388,10 @@ impl ToolHosts for Memory {
         }
         let args = c.arguments.as_object().cloned().unwrap_or_default();
         let path = args.get("path").and_then(Value::as_str).unwrap_or("");
+        // A workspace tool that takes a minute, as a search over a huge tree may.
+        if path == SLOW_PATH {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+        }
         let result = if c.tool_id.is_builtin(builtin::WORKSPACE_WRITE_FILE) {
             let content = args.get("content").and_then(Value::as_str).unwrap_or("");
             let mut files = lock(&self.files);
