@@ -820,3 +820,64 @@ async fn stale_epochs_are_refused() {
     // Reads need no epoch.
     s.ok("r1", "i", "workspace.list_files", json!({})).await;
 }
+
+/// The peak resident memory of this test's process (nextest runs each test in its own).
+fn peak_rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kib * 1024
+}
+
+#[tokio::test]
+async fn a_replace_all_bomb_is_refused_before_its_result_is_built() {
+    let mut s = start().await;
+    s.run("default", "r1", "chat1", "w").await;
+    s.ok(
+        "r1",
+        "w",
+        "workspace.write_file",
+        json!({"path": "scratch/a.txt", "content": "a".repeat(2_000)}),
+    )
+    .await;
+    s.ok(
+        "r1",
+        "w",
+        "workspace.read_file",
+        json!({"path": "scratch/a.txt"}),
+    )
+    .await;
+    let before = peak_rss_bytes();
+    // 2,000 replacements of 900 KiB each would be a 1.7 GiB result.
+    assert_eq!(
+        s.err(
+            "r1",
+            "w",
+            "workspace.apply_patch",
+            json!({"path": "scratch/a.txt", "old_string": "a", "new_string": "b".repeat(900 * 1024), "replace_all": true}),
+        )
+        .await,
+        "workspace.file_too_large"
+    );
+    let grown = peak_rss_bytes().saturating_sub(before);
+    assert!(
+        grown < 64 * 1024 * 1024,
+        "the refused patch raised the peak by {} MiB",
+        grown / (1024 * 1024)
+    );
+    // The file is as it was.
+    let r = s
+        .call(
+            "default",
+            "r1",
+            "w",
+            "workspace.read_file",
+            json!({"path": "scratch/a.txt"}),
+        )
+        .await
+        .unwrap();
+    assert!(r.content.starts_with("aaaa"), "{}", r.content);
+}

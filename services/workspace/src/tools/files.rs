@@ -351,6 +351,13 @@ fn patch_locked(
             return Err(refused.refusal.to_error(p.as_str(), Action::Patch));
         }
     };
+    // The result's size is known before it is built: a replace-all of a short `old` by a long
+    // `new` could otherwise allocate many times the limit before being refused.
+    let replaced = if replace_all { count } else { 1 };
+    let size = patched_size(text.len(), old.len(), new.len(), replaced);
+    if size > max {
+        return Err(too_large(p, size, max));
+    }
     let first_at = text.find(old).unwrap_or(0);
     let first_line = text[..first_at].matches('\n').count() as u64 + 1;
     let next = if replace_all {
@@ -376,6 +383,15 @@ fn patch_locked(
         lines: line_count(&next),
         version: new_version,
     })
+}
+
+/// The size in bytes of `text` after `replaced` occurrences of `old` become `new`, saturating
+/// rather than overflowing.
+fn patched_size(text: usize, old: usize, new: usize, replaced: usize) -> u64 {
+    let as_u64 = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+    as_u64(text)
+        .saturating_sub(as_u64(old).saturating_mul(as_u64(replaced)))
+        .saturating_add(as_u64(new).saturating_mul(as_u64(replaced)))
 }
 
 pub async fn apply_patch(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsError> {
@@ -432,4 +448,23 @@ pub async fn apply_patch(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsEr
         structured: json!({"path": path.as_str(), "replacements": patched.replacements, "startLine": patched.first_line, "endLine": patched.last_line, "lines": patched.lines, "sha256": patched.version}),
         refs: vec![file_ref(&path, patched.first_line, patched.last_line)],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::patched_size;
+
+    #[test]
+    fn a_patch_result_is_measured_before_it_is_built() {
+        assert_eq!(
+            patched_size(2_000, 1, 900 * 1024, 2_000),
+            2_000 * 900 * 1024
+        );
+        assert_eq!(patched_size(10, 3, 1, 2), 6);
+        assert_eq!(patched_size(5, 5, 0, 1), 0);
+        assert_eq!(
+            patched_size(usize::MAX, 1, usize::MAX, usize::MAX),
+            u64::MAX
+        );
+    }
 }
