@@ -165,15 +165,16 @@ impl Tree {
         }
     }
 
-    fn escape(path: &Path, kind: FileKind) -> WsError {
+    pub(crate) fn escape(path: &Path, kind: FileKind) -> WsError {
         let what = if kind == FileKind::Symlink {
             "a symlink"
         } else {
             "a special file"
         };
+        // The host path goes to the operator's log, never into a message a model or client reads.
+        tracing::warn!(path = %path.display(), "{what} inside the workspace store was not followed");
         WsError::escape(format!(
-            "{what} inside the workspace store is never followed: {}",
-            path.display()
+            "{what} inside the workspace store is never followed"
         ))
     }
 
@@ -416,13 +417,31 @@ impl Tree {
     }
 
     /// Files below `rel` (or the whole `base` when `rel` is empty), as relative paths from `base`,
-    /// sorted; stops with `truncated = true` after `max` files.
+    /// sorted; stops with `truncated = true` after `max` files. A symlink, special file or
+    /// non-UTF-8 name is an error here (the plane's own folders never hold one); the model's
+    /// listings use [`Tree::list_files_skipping`].
     pub fn list_files(
         &self,
         base: &Path,
         rel: &str,
         max: usize,
     ) -> Result<(Vec<String>, bool), WsError> {
+        let (files, truncated, skipped) = self.list_files_skipping(base, rel, max)?;
+        match skipped.first() {
+            Some(s) => Err(Self::escape(&base.join(&s.path), s.kind)),
+            None => Ok((files, truncated)),
+        }
+    }
+
+    /// Like [`Tree::list_files`], but entries that are not regular files or folders (symlinks,
+    /// special files) and names that are not UTF-8 are skipped and reported, never followed.
+    pub fn list_files_skipping(
+        &self,
+        base: &Path,
+        rel: &str,
+        max: usize,
+    ) -> Result<(Vec<String>, bool, Vec<Skipped>), WsError> {
+        let mut skipped = Vec::new();
         let mut out = Vec::new();
         let mut stack: Vec<String> = vec![rel.to_owned()];
         let mut truncated = false;
@@ -438,14 +457,20 @@ impl Tree {
                 Err(e) => return Err(io_err("list", &path, e)),
             };
             for entry in entries {
-                let Some(name) = entry.name.to_str() else {
-                    return Err(WsError::io(format!("non-utf-8 name in {}", path.display())));
-                };
+                let name = entry.name.to_string_lossy();
                 let child = if dir.is_empty() {
-                    name.to_owned()
+                    name.clone().into_owned()
                 } else {
                     format!("{dir}/{name}")
                 };
+                if entry.name.to_str().is_none() {
+                    skipped.push(Skipped {
+                        path: child,
+                        kind: entry.kind,
+                        reason: "its name is not UTF-8",
+                    });
+                    continue;
+                }
                 match entry.kind {
                     FileKind::Dir => stack.push(child),
                     FileKind::File => {
@@ -455,7 +480,15 @@ impl Tree {
                         }
                         out.push(child);
                     }
-                    kind => return Err(Self::escape(&path.join(name), kind)),
+                    kind => skipped.push(Skipped {
+                        path: child,
+                        kind,
+                        reason: if kind == FileKind::Symlink {
+                            "a symlink, never followed"
+                        } else {
+                            "not a regular file"
+                        },
+                    }),
                 }
             }
             if truncated {
@@ -463,7 +496,8 @@ impl Tree {
             }
         }
         out.sort();
-        Ok((out, truncated))
+        skipped.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok((out, truncated, skipped))
     }
 
     /// Creates the temp shard folders and removes the temp files a crashed session left (all of
@@ -492,4 +526,13 @@ impl Tree {
         }
         Ok(())
     }
+}
+
+/// An entry a listing passed over, with its path relative to the listing's base (a lossy reading
+/// when the name is not UTF-8) and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    pub path: String,
+    pub kind: FileKind,
+    pub reason: &'static str,
 }

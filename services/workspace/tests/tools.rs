@@ -881,3 +881,59 @@ async fn a_replace_all_bomb_is_refused_before_its_result_is_built() {
         .unwrap();
     assert!(r.content.starts_with("aaaa"), "{}", r.content);
 }
+
+#[tokio::test]
+async fn symlinks_and_special_files_in_a_workspace_are_skipped_and_reported() {
+    let mut s = start().await;
+    s.run("default", "r1", "chat1", "w").await;
+    s.ok(
+        "r1",
+        "w",
+        "workspace.write_file",
+        json!({"path": "output/real.md", "content": "real\n"}),
+    )
+    .await;
+    // Someone with access to the host put a symlink and a fifo into the run's tree.
+    let data = s.data();
+    let output = walk(&data.join("tree"))
+        .into_iter()
+        .find(|p| p.ends_with("output/real.md"))
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    std::os::unix::fs::symlink("/etc/passwd", output.join("link.md")).unwrap();
+    let fifo = std::process::Command::new("mkfifo")
+        .arg(output.join("pipe"))
+        .status()
+        .unwrap();
+    assert!(fifo.success());
+    for tool in ["workspace.list_files", "workspace.search_files"] {
+        let args = if tool == "workspace.list_files" {
+            json!({})
+        } else {
+            json!({"query": "real"})
+        };
+        let r = s.call("default", "r1", "w", tool, args).await.unwrap();
+        assert!(!r.is_error, "{tool}: {}", r.content);
+        let text = r.content.to_string();
+        assert!(
+            !text.contains(data.to_str().unwrap()),
+            "{tool} names a host path: {text}"
+        );
+    }
+    let r = s
+        .call("default", "r1", "w", "workspace.list_files", json!({}))
+        .await
+        .unwrap();
+    assert!(r.content.contains("output/real.md"), "{}", r.content);
+    assert!(r.content.contains("skipped 2 entries"), "{}", r.content);
+    let st = structured(&r);
+    let skipped: Vec<&str> = st["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(skipped, ["output/link.md", "output/pipe"]);
+}

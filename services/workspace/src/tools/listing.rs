@@ -3,7 +3,7 @@
 //! the scan itself is [`super::search`]. Must never list or search a path outside the visible
 //! roots or the call's path guard.
 
-use serde_json::json;
+use serde_json::{Value, json};
 use toolplane_text::{Matcher, normalize_query};
 
 use super::{
@@ -12,6 +12,7 @@ use super::{
     files::{file_ref, not_found, roots_of, run_base},
     search,
 };
+use crate::tree::Skipped;
 use crate::{error::WsError, paths};
 
 /// The folders a list or search covers: the given path (which must be visible), or every visible
@@ -36,7 +37,7 @@ async fn files_under(
     scopes: Vec<String>,
     max: usize,
     named: bool,
-) -> Result<(Vec<String>, bool), WsError> {
+) -> Result<(Vec<String>, bool, Vec<Skipped>), WsError> {
     let base = run_base(call);
     let guard = call.ctx.guard.clone();
     let key = (call.ctx.cell.clone(), call.ctx.run_id.clone());
@@ -52,18 +53,20 @@ async fn files_under(
                 .filter(|p| p == scope || p.starts_with(&below)),
         );
     }
-    let (mut files, truncated) = call
+    let (mut files, truncated, skipped) = call
         .ws
         .blocking(move |tree| {
             let mut out = Vec::new();
             let mut truncated = false;
+            let mut skipped = Vec::new();
             for scope in &scopes {
                 match tree.probe(&base, scope)? {
                     crate::tree::Entry::File => out.push(scope.clone()),
                     crate::tree::Entry::Dir => {
-                        let (found, cut) =
-                            tree.list_files(&base, scope, max.saturating_sub(out.len()))?;
+                        let (found, cut, passed_over) =
+                            tree.list_files_skipping(&base, scope, max.saturating_sub(out.len()))?;
                         out.extend(found);
+                        skipped.extend(passed_over);
                         truncated |= cut;
                     }
                     _ if named => {
@@ -87,14 +90,38 @@ async fn files_under(
             });
             out.sort();
             out.dedup();
-            Ok((out, truncated))
+            Ok((out, truncated, skipped))
         })
         .await?;
     if files.len() > max {
         files.truncate(max);
-        return Ok((files, true));
+        return Ok((files, true, skipped));
     }
-    Ok((files, truncated))
+    Ok((files, truncated, skipped))
+}
+
+/// The answer's note and structured list of entries a listing or search passed over.
+fn skipped_report(skipped: &[Skipped]) -> (String, Value) {
+    let list: Vec<Value> = skipped
+        .iter()
+        .map(|s| json!({"path": s.path, "reason": s.reason}))
+        .collect();
+    let note = if skipped.is_empty() {
+        String::new()
+    } else {
+        let shown: Vec<String> = skipped
+            .iter()
+            .take(20)
+            .map(|s| format!("{} ({})", s.path, s.reason))
+            .collect();
+        format!(
+            "\n[skipped {} entries that are not regular files: {}{}]",
+            skipped.len(),
+            shown.join(", "),
+            if skipped.len() > 20 { ", …" } else { "" }
+        )
+    };
+    (note, Value::Array(list))
 }
 
 pub async fn list_files(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsError> {
@@ -102,7 +129,8 @@ pub async fn list_files(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsErr
     let named = raw.is_some_and(|r| !r.is_empty() && r != "/" && r != "." && r != "./");
     let scopes = scopes(call, raw)?;
     let max = call.ws.limits().max_list_entries;
-    let (files, truncated) = files_under(call, scopes, max, named).await?;
+    let (files, truncated, skipped) = files_under(call, scopes, max, named).await?;
+    let (skipped_note, skipped) = skipped_report(&skipped);
     let mut content = if files.is_empty() {
         "No files yet.".to_owned()
     } else {
@@ -113,9 +141,10 @@ pub async fn list_files(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsErr
             "\n[listing stopped at {max} files; pass a folder path to list one folder]"
         ));
     }
+    content.push_str(&skipped_note);
     Ok(ToolOutput {
         content,
-        structured: json!({"files": files, "truncated": truncated}),
+        structured: json!({"files": files, "truncated": truncated, "skipped": skipped}),
         refs: Vec::new(),
     })
 }
@@ -133,7 +162,8 @@ pub async fn search_files(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsE
     let named = raw.is_some_and(|r| !r.is_empty() && r != "/" && r != "." && r != "./");
     let scopes = scopes(call, raw)?;
     let limits = call.ws.limits().clone();
-    let (files, list_truncated) = files_under(call, scopes, limits.max_search_files, named).await?;
+    let (files, list_truncated, _skipped) =
+        files_under(call, scopes, limits.max_search_files, named).await?;
     let key = (call.ctx.cell.clone(), call.ctx.run_id.clone());
     let logged = call.ws.wal().objects_under(&key, "").await?;
     let base = run_base(call);
