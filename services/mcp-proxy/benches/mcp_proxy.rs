@@ -385,7 +385,7 @@ async fn memory(fixture: &str) -> bool {
     }
     let rss = process::status_kib(pid, "VmRSS").unwrap_or(0);
     let hwm = process::status_kib(pid, "VmHWM").unwrap_or(0);
-    let children = process::children_of(pid);
+    let children = process::servers_of(pid);
     let child_rss: u64 = children
         .iter()
         .filter_map(|c| process::status_kib(*c, "VmRSS"))

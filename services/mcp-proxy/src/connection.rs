@@ -18,6 +18,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{ClientCacheConfig, ClientHandler, RoleClient, ServiceExt as _};
 use tokio_util::sync::CancellationToken;
 
+use crate::children::ProcessSettings;
 use crate::error::{MCP_CONNECTION_FAILED, ProxyError};
 use crate::registration::{Limits, Registration, TransportSpec};
 use crate::stdio::{
@@ -182,8 +183,15 @@ fn failed(reg: &Registration, why: impl std::fmt::Display) -> ProxyError {
     )
 }
 
-/// Starts or reaches the server and runs the MCP handshake within the connect timeout.
-pub async fn connect(reg: &Registration, limits: &Limits) -> Result<Connection, ProxyError> {
+/// Starts or reaches the server and runs the MCP handshake within the connect timeout. The
+/// environment names are checked against `processes` again: a registration stored before its
+/// variable left the allow-list does not get it.
+pub async fn connect(
+    reg: &Registration,
+    limits: &Limits,
+    processes: &ProcessSettings,
+) -> Result<Connection, ProxyError> {
+    processes.check_env(&reg.transport)?;
     let dead = CancellationToken::new();
     let violation: ViolationCell = Arc::default();
     let cap = transport_cap(limits);
@@ -202,6 +210,7 @@ pub async fn connect(reg: &Registration, limits: &Limits) -> Result<Connection, 
                 inherit_env: inherit_env.clone(),
                 cwd: cwd.clone(),
                 max_line_bytes: cap,
+                rlimits: processes.rlimits,
                 server_id: reg.server_id.clone(),
             };
             let (transport, child) =

@@ -36,6 +36,10 @@ codes! {
         "an upsert named an `expected_generation` that is not the registration's current one");
     MCP_TOO_MANY_SERVERS = ("mcp.too_many_servers", InvalidInput,
         "the cell already has the most registrations the proxy accepts");
+    MCP_ENV_NOT_ALLOWED = ("mcp.env_not_allowed", InvalidInput,
+        "an `inherit_env` or `header_env` entry names a variable that is not on the proxy's `env_allow` list");
+    MCP_COMMAND_NOT_ALLOWED = ("mcp.command_not_allowed", PolicyDenied,
+        "with authentication on, a stdio registration by a caller who is not an admin, or of a command not on the proxy's `allowed_commands` list");
     MCP_INVALID_REQUEST = ("mcp.invalid_request", InvalidInput,
         "a request field is malformed: a cell id, a page token, an unset state or permission, a tool name");
     MCP_SERVER_NOT_FOUND = ("mcp.server_not_found", Recoverable,
@@ -127,6 +131,7 @@ impl ProxyError {
             "mcp.generation_mismatch" => Code::FailedPrecondition,
             "mcp.too_many_servers" => Code::ResourceExhausted,
             "mcp.shutting_down" => Code::Unavailable,
+            "mcp.command_not_allowed" => Code::PermissionDenied,
             "mcp.store_failed" => Code::Internal,
             _ => match self.code.class {
                 ErrorClass::InvalidInput => Code::InvalidArgument,

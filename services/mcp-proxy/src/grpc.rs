@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
+use toolplane_auth::Caller;
 use toolplane_proto::v1 as pb;
 use toolplane_proto::v1::mcp_proxy_service_server::McpProxyService;
 use toolplane_proto::v1::tool_executor_server::ToolExecutor;
@@ -63,6 +64,7 @@ impl McpProxyService for GrpcProxy {
         &self,
         request: Request<pb::UpsertServerRequest>,
     ) -> Result<Response<pb::UpsertServerResponse>, Status> {
+        let caller = request.extensions().get::<Caller>().cloned();
         let r = request.into_inner();
         let input = UpsertInput {
             cell_id: r.cell_id,
@@ -75,6 +77,7 @@ impl McpProxyService for GrpcProxy {
             tool_permissions: convert::tool_permissions_from(r.tool_permissions)?,
             skip_refresh: r.skip_refresh,
             expected_generation: r.expected_generation,
+            caller,
         };
         let (view, created, warnings) = self.proxy.upsert(input).await?;
         Ok(Response::new(pb::UpsertServerResponse {

@@ -8,13 +8,14 @@
 //! runtime) on one port.
 //!
 //! Module map: [`registration`] (records and validation), [`catalog`] (the cached catalog and
-//! usability), [`persist`] (store layout), [`stdio`] and [`connection`] (transports and
-//! sessions), [`proxy`] (state, supervisors, listings), [`execute`] (calls), [`projection`]
+//! usability), [`persist`] (store layout), [`stdio`], [`children`] and [`connection`] (transports,
+//! process groups and allow-lists, sessions), [`proxy`] (state, supervisors, listings), [`execute`] (calls), [`projection`]
 //! (model-facing Markdown), [`convert`] and [`grpc`] (the wire), [`server`] (serving), [`config`]
 //! (the binary's settings), [`error`] (the code table).
 
 pub mod catalog;
 mod causes;
+pub mod children;
 pub mod config;
 pub mod connection;
 pub mod convert;

@@ -38,6 +38,18 @@ struct Args {
         default_value = "127.0.0.1:7441"
     )]
     http_listen: std::net::SocketAddr,
+    /// Environment variables `inherit_env` and `header_env` may name (names or one-`*`
+    /// patterns, comma-separated); replaces the config's `proxy.processes.env_allow`.
+    #[arg(long, env = "TOOLPLANE_MCP_PROXY_ENV_ALLOW", value_name = "NAME,...")]
+    env_allow: Option<String>,
+    /// Commands stdio registrations may run when authentication is on (comma-separated, as
+    /// written in registrations); replaces the config's `proxy.processes.allowed_commands`.
+    #[arg(
+        long,
+        env = "TOOLPLANE_MCP_PROXY_ALLOWED_COMMANDS",
+        value_name = "COMMAND,..."
+    )]
+    allowed_commands: Option<String>,
 }
 
 #[tokio::main]
@@ -62,6 +74,17 @@ async fn run() -> Result<(), String> {
     }
     if let Some(dir) = args.data_dir {
         config.data_dir = dir;
+    }
+    if let Some(list) = &args.env_allow {
+        config.proxy.processes.env_allow = toolplane_core::envallow::EnvAllowList::parse(list);
+    }
+    if let Some(list) = &args.allowed_commands {
+        config.proxy.processes.allowed_commands = list
+            .split(',')
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned)
+            .collect();
     }
     let _telemetry = toolplane_telemetry::init(
         toolplane_telemetry::TelemetryConfig::new("mcp-proxy")

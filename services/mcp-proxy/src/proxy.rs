@@ -14,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
+use toolplane_auth::{Caller, CallerKind, Role};
 use toolplane_core::catalog::McpPermission;
 use toolplane_core::id::{Provider, ToolId};
 use toolplane_store::{Store, Version};
@@ -21,6 +22,7 @@ use toolplane_store::{Store, Version};
 use crate::catalog::{
     CachedCatalog, CachedTool, CatalogBuilder, LiveCatalog, MAX_PAGES, Note, Usability, usability,
 };
+use crate::children::ProcessSettings;
 use crate::connection::{Connection, connect};
 use crate::error::{
     MCP_CONNECTION_FAILED, MCP_DISCOVERY_FAILED, MCP_DUPLICATE_DISPLAY_NAME,
@@ -46,6 +48,8 @@ pub struct ProxySettings {
     pub reconnect_initial_ms: u64,
     /// Longest reconnect delay (default 30 s).
     pub reconnect_max_ms: u64,
+    /// Allow-lists and resource limits of stdio processes and named environment variables.
+    pub processes: ProcessSettings,
 }
 
 impl Default for ProxySettings {
@@ -55,6 +59,7 @@ impl Default for ProxySettings {
             max_servers_per_cell: 100,
             reconnect_initial_ms: 250,
             reconnect_max_ms: 30_000,
+            processes: ProcessSettings::default(),
         }
     }
 }
@@ -194,6 +199,8 @@ pub struct UpsertInput {
     pub tool_permissions: BTreeMap<String, McpPermission>,
     pub skip_refresh: bool,
     pub expected_generation: Option<u64>,
+    /// Who asks; `None` (or an `AuthOff` caller) when authentication is off.
+    pub caller: Option<Caller>,
 }
 
 /// The outcome of a discovery.
@@ -382,6 +389,13 @@ impl McpProxy {
         validate_display_name(&input.display_name)?;
         if let Some(t) = &input.transport {
             validate_transport(t)?;
+            let processes = &self.inner.settings.processes;
+            processes.check_env(t)?;
+            if let Some(caller) = input.caller.as_ref()
+                && caller.kind != CallerKind::AuthOff
+            {
+                processes.check_stdio(t, caller.role == Role::Admin)?;
+            }
         }
         if let Some(l) = &input.limits {
             l.validate()?;
@@ -831,7 +845,7 @@ impl McpProxy {
         let reg = server.registration();
         let limits = self.limits_of(&reg);
         server.set_health(ConnStatus::Connecting, None);
-        match connect(&reg, &limits).await {
+        match connect(&reg, &limits, &self.inner.settings.processes).await {
             Ok(conn) => {
                 let conn = Arc::new(conn);
                 *slot = Some(Arc::clone(&conn));

@@ -18,10 +18,12 @@ use rmcp::RoleClient;
 use rmcp::model::{ClientJsonRpcMessage, ErrorCode, ErrorData, RequestId, ServerJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout, Command};
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
+
+use crate::children::{self, ChildLimits};
 
 /// Environment variables a stdio server inherits from the proxy besides the ones its registration
 /// names: enough to find programs and behave like a normal process, no credentials.
@@ -33,8 +35,9 @@ pub const MALFORMED_MARKER: &str = "toolplane: malformed response: ";
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 /// Lines of stderr kept for error messages.
 const STDERR_TAIL: usize = 8;
-/// Longest stderr line logged, in bytes.
-const MAX_STDERR_LINE: usize = 2048;
+/// Longest stderr line kept, in bytes; the rest of a longer line is read and dropped, never
+/// buffered.
+pub const MAX_STDERR_LINE: usize = 8 * 1024;
 /// Starting size of an outgoing message's buffer: most requests fit without growing it.
 const SEND_BUFFER_HINT: usize = 512;
 /// Read buffer on the server's stdout: a typical response is read in one system call.
@@ -76,6 +79,8 @@ pub struct StdioSpec {
     pub cwd: Option<String>,
     /// Longest line accepted from the server.
     pub max_line_bytes: usize,
+    /// Resource limits of the process.
+    pub rlimits: ChildLimits,
     /// For logs.
     pub server_id: String,
 }
@@ -108,7 +113,14 @@ impl StdioTransport {
         violation: ViolationCell,
         dead: CancellationToken,
     ) -> std::io::Result<(StdioTransport, ChildWatch)> {
-        let mut cmd = Command::new(&spec.command);
+        let mut cmd = match spec.rlimits.launcher() {
+            Some(line) => {
+                let mut cmd = Command::new("/bin/sh");
+                cmd.args(["-c", &line, "sh", &spec.command]);
+                cmd
+            }
+            None => Command::new(&spec.command),
+        };
         cmd.args(&spec.args)
             .env_clear()
             .stdin(Stdio::piped())
@@ -145,33 +157,18 @@ impl StdioTransport {
             .ok_or_else(|| std::io::Error::other("child stdout missing"))?;
         let stderr = child.stderr.take();
 
+        // The whole group goes when the proxy dies, even without a chance to close it.
+        if let Some(pid) = pid {
+            children::guard_group(pid);
+        }
+
         let tail: StderrTail = Arc::new(Mutex::new(VecDeque::new()));
         if let Some(stderr) = stderr {
-            let tail = Arc::clone(&tail);
-            let server_id = spec.server_id.clone();
-            tokio::spawn(async move {
-                let mut lines = BufReader::new(stderr);
-                let mut buf = Vec::new();
-                loop {
-                    buf.clear();
-                    match lines.read_until(b'\n', &mut buf).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(_) => {
-                            buf.truncate(MAX_STDERR_LINE);
-                            let line = String::from_utf8_lossy(&buf).trim_end().to_owned();
-                            if line.is_empty() {
-                                continue;
-                            }
-                            tracing::info!(server_id = %server_id, line = %line, "mcp server stderr");
-                            let mut t = tail.lock().unwrap_or_else(PoisonError::into_inner);
-                            if t.len() == STDERR_TAIL {
-                                t.pop_front();
-                            }
-                            t.push_back(line);
-                        }
-                    }
-                }
-            });
+            tokio::spawn(log_stderr(
+                BufReader::new(stderr),
+                Arc::clone(&tail),
+                spec.server_id.clone(),
+            ));
         }
 
         let (kill_tx, kill_rx) = oneshot::channel::<()>();
@@ -184,10 +181,19 @@ impl StdioTransport {
             let status = tokio::select! {
                 status = child.wait() => status,
                 _ = kill_rx => {
-                    let _ = child.start_kill();
+                    // The group before the leader is reaped: its id cannot be reused meanwhile.
+                    match pid {
+                        Some(pid) => children::kill_group(pid),
+                        None => { let _ = child.start_kill(); }
+                    }
                     child.wait().await
                 }
             };
+            // Whatever the server started dies with it (a crash, an exit, a kill alike).
+            if let Some(pid) = pid {
+                children::kill_group(pid);
+                children::release_group(pid);
+            }
             let described = match status {
                 Ok(s) => format!("exited with {s}"),
                 Err(e) => format!("could not be waited for: {e}"),
@@ -214,6 +220,57 @@ impl StdioTransport {
                 stderr: tail,
             },
         ))
+    }
+}
+
+/// Logs a server's stderr line by line and keeps the last lines in `tail`.
+async fn log_stderr(mut read: impl AsyncBufRead + Unpin, tail: StderrTail, server_id: String) {
+    let mut buf = Vec::new();
+    while let Ok(Some(cut)) = read_capped_line(&mut read, &mut buf, MAX_STDERR_LINE).await {
+        let mut line = String::from_utf8_lossy(&buf).trim_end().to_owned();
+        if line.is_empty() {
+            continue;
+        }
+        if cut {
+            line.push_str(" …");
+        }
+        tracing::info!(server_id = %server_id, line = %line, "mcp server stderr");
+        let mut t = tail.lock().unwrap_or_else(PoisonError::into_inner);
+        if t.len() == STDERR_TAIL {
+            t.pop_front();
+        }
+        t.push_back(line);
+    }
+}
+
+/// Reads one line into `buf` (cleared first), keeping at most `cap` bytes of it; the rest of a
+/// longer line is consumed without being stored. `Some(true)` when the line was cut, `None` at
+/// the end of the stream.
+async fn read_capped_line(
+    read: &mut (impl AsyncBufRead + Unpin),
+    buf: &mut Vec<u8>,
+    cap: usize,
+) -> std::io::Result<Option<bool>> {
+    buf.clear();
+    let mut cut = false;
+    let mut any = false;
+    loop {
+        let available = read.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(any.then_some(cut));
+        }
+        any = true;
+        let newline = available.iter().position(|b| *b == b'\n');
+        let take = newline.map_or(available.len(), |i| i + 1);
+        let line = &available[..take];
+        let content = line.strip_suffix(b"\n").unwrap_or(line);
+        let room = cap.saturating_sub(buf.len());
+        cut |= content.len() > room;
+        buf.extend_from_slice(&content[..content.len().min(room)]);
+        read.consume(take);
+        if newline.is_some() {
+            return Ok(Some(cut));
+        }
     }
 }
 
@@ -404,5 +461,26 @@ mod tests {
             other => panic!("unexpected {other:?}"),
         }
         assert!(parse_line(b"this is {not json").is_err());
+    }
+
+    #[tokio::test]
+    async fn stderr_lines_are_capped_without_buffering_the_rest() {
+        let long = "x".repeat(100_000);
+        let input = format!("short\n{long}\nexact\nlast without newline");
+        let mut read = BufReader::with_capacity(1024, input.as_bytes());
+        let mut buf = Vec::new();
+        let mut lines = Vec::new();
+        while let Some(cut) = read_capped_line(&mut read, &mut buf, 5).await.unwrap() {
+            assert!(buf.capacity() < 2048, "the long line was buffered");
+            lines.push((String::from_utf8(buf.clone()).unwrap(), cut));
+        }
+        let expected = [
+            ("short", false),
+            ("xxxxx", true),
+            ("exact", false),
+            ("last ", true),
+        ];
+        let lines: Vec<_> = lines.iter().map(|(l, c)| (l.as_str(), *c)).collect();
+        assert_eq!(lines, expected);
     }
 }

@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::process::{ProxyProcess, children_of, is_running};
+use common::process::{ProxyProcess, is_running, servers_of};
 use common::*;
 use toolplane_proto::v1 as pb;
 use toolplane_proto::v1::mcp_proxy_service_client::McpProxyServiceClient;
@@ -70,7 +70,7 @@ async fn the_binary_is_configured_by_its_environment_and_stops_its_servers() {
     assert!(record.is_file(), "{} missing", record.display());
 
     // SIGTERM: the proxy exits cleanly and its stdio server is gone with it.
-    let children = children_of(proxy.pid());
+    let children = servers_of(proxy.pid());
     assert_eq!(children.len(), 1, "one stdio server expected: {children:?}");
     let status = proxy.terminate(Duration::from_secs(20));
     assert!(status.success(), "{status}; stderr:\n{}", proxy.stderr());

@@ -161,6 +161,11 @@ pub struct UpArgs {
     /// Directory of profile JSON files loaded at start (default: ./profiles when it exists).
     #[arg(long, env = "TOOLPLANE_PROFILES_DIR")]
     pub profiles_dir: Option<PathBuf>,
+    /// Environment variables registrations may name (`inherit_env`, `header_env`, a model's
+    /// `api_key_env`): names or one-`*` patterns, comma-separated; added to the defaults
+    /// `*_API_KEY,*_MCP_TOKEN`.
+    #[arg(long, env = "TOOLPLANE_ENV_ALLOW", value_name = "NAME,...")]
+    pub env_allow: Option<String>,
     /// Also run a built-in scripted agent against the plane and show its timeline.
     #[arg(long)]
     pub demo: bool,

@@ -37,6 +37,27 @@ pub struct PlaneConfig {
     pub profiles_dir: Option<PathBuf>,
     /// Runtime settings (hardline rules, timeouts); addresses are filled in by the plane.
     pub runtime: toolplane_runtime::RuntimeConfig,
+    /// The mcp-proxy's settings: [`up_proxy_settings`] unless configured otherwise.
+    pub mcp_proxy: toolplane_mcp_proxy::ProxySettings,
+}
+
+/// Variables a registration may name on `toolplane up` (`inherit_env`, `header_env`,
+/// `api_key_env`): model keys and MCP tokens by their usual names (docs/mcp-proxy.md).
+pub const UP_ENV_ALLOW: &[&str] = &["*_API_KEY", "*_MCP_TOKEN"];
+
+/// The mcp-proxy settings of `toolplane up`: its own program (the bundled demo MCP server) on the
+/// stdio allow-list, [`UP_ENV_ALLOW`] as the environment allow-list.
+pub fn up_proxy_settings() -> toolplane_mcp_proxy::ProxySettings {
+    let mut settings = toolplane_mcp_proxy::ProxySettings::default();
+    if let Ok(exe) = std::env::current_exe() {
+        settings
+            .processes
+            .allowed_commands
+            .push(exe.to_string_lossy().into_owned());
+    }
+    settings.processes.env_allow =
+        toolplane_core::envallow::EnvAllowList::new(UP_ENV_ALLOW.iter().copied());
+    settings
 }
 
 impl PlaneConfig {
@@ -56,6 +77,7 @@ impl PlaneConfig {
             mcp_proxy_http_port: 7441,
             profiles_dir: None,
             runtime: toolplane_runtime::RuntimeConfig::default(),
+            mcp_proxy: up_proxy_settings(),
         }
     }
 
@@ -186,6 +208,7 @@ impl Plane {
             l.workspace_http,
         ));
         let mcp_proxy = tokio::spawn(start_mcp_proxy(
+            cfg.mcp_proxy.clone(),
             cfg.data_dir.join("mcp-proxy"),
             l.mcp_proxy,
             l.mcp_proxy_http,
@@ -313,6 +336,7 @@ async fn start_workspace(
 }
 
 async fn start_mcp_proxy(
+    settings: toolplane_mcp_proxy::ProxySettings,
     dir: PathBuf,
     listener: TcpListener,
     metrics: TcpListener,
@@ -326,7 +350,7 @@ async fn start_mcp_proxy(
     let store = store
         .namespace(toolplane_mcp_proxy::STORE_NAMESPACE)
         .map_err(|e| failed(&e))?;
-    let proxy = toolplane_mcp_proxy::McpProxy::open(store, Default::default())
+    let proxy = toolplane_mcp_proxy::McpProxy::open(store, settings)
         .await
         .map_err(|e| failed(&e))?;
     toolplane_mcp_proxy::start_on(listener, proxy, Some(metrics))

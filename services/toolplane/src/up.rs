@@ -28,6 +28,13 @@ pub async fn up(args: UpArgs, out: Out) -> Result<u8, CliError> {
     cfg.runtime_http_port = args.runtime_http_port;
     cfg.workspace_http_port = args.workspace_http_port;
     cfg.mcp_proxy_http_port = args.mcp_proxy_http_port;
+    if let Some(list) = &args.env_allow {
+        let extra = toolplane_core::envallow::EnvAllowList::parse(list);
+        let allow = &mut cfg.mcp_proxy.processes.env_allow;
+        *allow = toolplane_core::envallow::EnvAllowList::new(
+            allow.entries().iter().chain(extra.entries()).cloned(),
+        );
+    }
     cfg.profiles_dir = match args.profiles_dir {
         Some(dir) if !dir.is_dir() => {
             return Err(CliError::InvalidInput(format!(

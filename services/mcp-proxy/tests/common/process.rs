@@ -151,6 +151,18 @@ pub fn children_of(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// The stdio servers among the children of `pid`: every child but the proxy's process-group guard
+/// (a `/bin/sh` that outlives nothing but the proxy).
+pub fn servers_of(pid: u32) -> Vec<u32> {
+    children_of(pid)
+        .into_iter()
+        .filter(|c| {
+            let cmdline = std::fs::read(format!("/proc/{c}/cmdline")).unwrap_or_default();
+            !cmdline.starts_with(b"/bin/sh\0")
+        })
+        .collect()
+}
+
 /// Whether `pid` names a live process (not gone, not a zombie).
 pub fn is_running(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
