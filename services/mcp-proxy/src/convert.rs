@@ -12,7 +12,7 @@ use crate::catalog::{CachedTool, Note};
 use crate::error::{MCP_INVALID_REGISTRATION, MCP_INVALID_REQUEST, ProxyError};
 use crate::execute::{CallOutput, Outcome};
 use crate::proxy::{ConnStatus, ServerView, ToolView};
-use crate::registration::{RequestedLimits, ServerState, TransportSpec};
+use crate::registration::{REDACTED, RequestedLimits, ServerState, TransportSpec};
 
 pub fn permission_from(p: i32) -> Result<Option<McpPermission>, ProxyError> {
     match pb::McpToolPermission::try_from(p) {
@@ -78,7 +78,12 @@ pub fn transport_from(t: Option<pb::McpTransport>) -> Result<Option<TransportSpe
     }
 }
 
+/// A registration's transport as answers show it: inline `env` values and `headers` values are
+/// write-only, so their names come back with [`REDACTED`] as the value (`header_env` and
+/// `inherit_env` name variables, not secrets, and come back as written).
 pub fn transport_to(t: &TransportSpec) -> pb::McpTransport {
+    let redacted =
+        |m: &BTreeMap<String, String>| m.keys().map(|k| (k.clone(), REDACTED.to_owned())).collect();
     let kind = match t {
         TransportSpec::Stdio {
             command,
@@ -89,7 +94,7 @@ pub fn transport_to(t: &TransportSpec) -> pb::McpTransport {
         } => pb::mcp_transport::Kind::Stdio(pb::McpStdioTransport {
             command: command.clone(),
             args: args.clone(),
-            env: env.clone().into_iter().collect(),
+            env: redacted(env),
             inherit_env: inherit_env.clone(),
             cwd: cwd.clone().unwrap_or_default(),
         }),
@@ -99,7 +104,7 @@ pub fn transport_to(t: &TransportSpec) -> pb::McpTransport {
             header_env,
         } => pb::mcp_transport::Kind::StreamableHttp(pb::McpStreamableHttpTransport {
             url: url.clone(),
-            headers: headers.clone().into_iter().collect(),
+            headers: redacted(headers),
             header_env: header_env.clone().into_iter().collect(),
         }),
     };

@@ -32,8 +32,8 @@ use crate::error::{
 use crate::persist::Persist;
 use crate::registration::{
     LimitDefaults, Limits, MAX_TOOL_PERMISSIONS, REGISTRATION_FORMAT, Registration,
-    RequestedLimits, ServerState, TransportSpec, cell_or_default, parse_server_id, shown,
-    validate_display_name, validate_transport,
+    RequestedLimits, ServerState, TransportSpec, cell_or_default, keep_redacted, parse_server_id,
+    shown, validate_display_name, validate_transport,
 };
 
 /// Proxy-wide settings.
@@ -440,7 +440,8 @@ impl McpProxy {
                 }
                 let mut reg = (*old).clone();
                 reg.display_name = input.display_name.clone();
-                if let Some(t) = input.transport.clone() {
+                if let Some(mut t) = input.transport.clone() {
+                    keep_redacted(&mut t, &old.transport);
                     reg.transport = t;
                 }
                 if let Some(s) = input.state {

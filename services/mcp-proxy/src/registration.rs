@@ -19,6 +19,10 @@ pub const REGISTRATION_FORMAT: u32 = 1;
 /// The cell used when a request leaves `cell_id` empty.
 pub const DEFAULT_CELL: &str = "default";
 
+/// What answers show in place of an inline environment or header value; an update that sends it
+/// back keeps the stored value (see [`keep_redacted`]).
+pub const REDACTED: &str = "<redacted>";
+
 /// Longest display name, in bytes.
 pub const MAX_DISPLAY_NAME_BYTES: usize = 64;
 /// Longest command, argument, URL, header value or environment value, in bytes.
@@ -384,6 +388,31 @@ pub fn validate_transport(transport: &TransportSpec) -> Result<(), ProxyError> {
             }
             Ok(())
         }
+    }
+}
+
+/// Puts the stored values back where an update sent [`REDACTED`] for an inline environment or
+/// header value of the same name, so a registration read, edited and written back keeps its
+/// secrets. A redacted value with no stored counterpart stays as sent.
+pub fn keep_redacted(new: &mut TransportSpec, old: &TransportSpec) {
+    let restore = |new: &mut BTreeMap<String, String>, old: &BTreeMap<String, String>| {
+        for (k, v) in new.iter_mut() {
+            if v == REDACTED
+                && let Some(stored) = old.get(k)
+            {
+                v.clone_from(stored);
+            }
+        }
+    };
+    match (new, old) {
+        (TransportSpec::Stdio { env: new, .. }, TransportSpec::Stdio { env: old, .. }) => {
+            restore(new, old)
+        }
+        (
+            TransportSpec::StreamableHttp { headers: new, .. },
+            TransportSpec::StreamableHttp { headers: old, .. },
+        ) => restore(new, old),
+        _ => {}
     }
 }
 
