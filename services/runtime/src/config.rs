@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use toolplane_core::envallow::EnvAllowList;
 use toolplane_core::governance::HardlineRules;
 
 /// Everything the runtime needs to serve.
@@ -26,6 +27,9 @@ pub struct RuntimeConfig {
     pub data_dir: PathBuf,
     /// Paths and argument fragments no call may use.
     pub hardline: HardlineRules,
+    /// Variables a model endpoint's `api_key_env` may name (names or one-`*` patterns); empty
+    /// by default: no variable of the runtime may be named. `toolplane up` allows `*_API_KEY`.
+    pub env_allow: EnvAllowList,
     /// A host-driven invocation with no request for this long is closed.
     #[serde(with = "secs")]
     pub invocation_idle_timeout: Duration,
@@ -70,6 +74,7 @@ impl Default for RuntimeConfig {
             mcp_proxy_url: "http://127.0.0.1:7440".into(),
             data_dir: PathBuf::from(".toolplane/runtime"),
             hardline: HardlineRules::default(),
+            env_allow: EnvAllowList::default(),
             invocation_idle_timeout: Duration::from_secs(30 * 60),
             executor_timeout: Duration::from_secs(60),
             model_timeout: Duration::from_secs(120),

@@ -37,6 +37,10 @@ struct Args {
         default_value = "127.0.0.1:7411"
     )]
     http_listen: SocketAddr,
+    /// Variables a model endpoint's `api_key_env` may name (names or one-`*` patterns,
+    /// comma-separated); replaces the config's `env_allow`.
+    #[arg(long, env = "TOOLPLANE_RUNTIME_ENV_ALLOW", value_name = "NAME,...")]
+    env_allow: Option<String>,
 }
 
 fn load(args: &Args) -> Result<RuntimeConfig, String> {
@@ -59,6 +63,9 @@ fn load(args: &Args) -> Result<RuntimeConfig, String> {
     }
     if let Some(v) = &args.mcp_proxy_url {
         cfg.mcp_proxy_url = v.clone();
+    }
+    if let Some(v) = &args.env_allow {
+        cfg.env_allow = toolplane_core::envallow::EnvAllowList::parse(v);
     }
     if let Some(v) = &args.data_dir {
         cfg.data_dir = v.clone();

@@ -76,7 +76,12 @@ impl PlaneConfig {
             workspace_http_port: 7431,
             mcp_proxy_http_port: 7441,
             profiles_dir: None,
-            runtime: toolplane_runtime::RuntimeConfig::default(),
+            runtime: toolplane_runtime::RuntimeConfig {
+                env_allow: toolplane_core::envallow::EnvAllowList::new(
+                    UP_ENV_ALLOW.iter().copied(),
+                ),
+                ..toolplane_runtime::RuntimeConfig::default()
+            },
             mcp_proxy: up_proxy_settings(),
         }
     }

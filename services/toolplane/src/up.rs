@@ -30,10 +30,14 @@ pub async fn up(args: UpArgs, out: Out) -> Result<u8, CliError> {
     cfg.mcp_proxy_http_port = args.mcp_proxy_http_port;
     if let Some(list) = &args.env_allow {
         let extra = toolplane_core::envallow::EnvAllowList::parse(list);
-        let allow = &mut cfg.mcp_proxy.processes.env_allow;
-        *allow = toolplane_core::envallow::EnvAllowList::new(
-            allow.entries().iter().chain(extra.entries()).cloned(),
-        );
+        for allow in [
+            &mut cfg.mcp_proxy.processes.env_allow,
+            &mut cfg.runtime.env_allow,
+        ] {
+            *allow = toolplane_core::envallow::EnvAllowList::new(
+                allow.entries().iter().chain(extra.entries()).cloned(),
+            );
+        }
     }
     cfg.profiles_dir = match args.profiles_dir {
         Some(dir) if !dir.is_dir() => {

@@ -20,7 +20,7 @@ use toolplane_store::{Key, Precondition, Store};
 use crate::config::RuntimeConfig;
 use crate::error::RuntimeError;
 use crate::metrics::RuntimeMetrics;
-use crate::model::provider::Endpoint;
+use crate::model::provider::{Endpoint, check_api_key_env};
 use crate::state::{Invocation, PendingTask, Run};
 use ports::{Catalog, Models, PortErrorKind, ToolHosts, Workspace};
 
@@ -98,10 +98,11 @@ impl Runtime {
     /// A profile's own model endpoint, with this runtime's timeout and retries where the profile
     /// sets none: `None` when it names none, the reason when it cannot be used.
     pub fn endpoint_of(&self, profile: &Profile) -> Option<Result<Endpoint, String>> {
-        profile
-            .model
-            .as_ref()
-            .map(|m| Endpoint::from_profile(m, self.cfg.model_timeout, self.cfg.model_max_retries))
+        profile.model.as_ref().map(|m| {
+            check_api_key_env(m.api_key_env.as_deref(), &self.cfg.env_allow).and_then(|()| {
+                Endpoint::from_profile(m, self.cfg.model_timeout, self.cfg.model_max_retries)
+            })
+        })
     }
 
     pub fn run(&self, id: &str) -> Result<Arc<Run>, RuntimeError> {

@@ -7,7 +7,7 @@ use super::run_tools_to_entries;
 use crate::config::RuntimeConfig;
 use crate::error::RuntimeError;
 use crate::lifecycle::NewRun;
-use crate::model::provider::Endpoint;
+use crate::model::provider::{Endpoint, check_api_key_env};
 use crate::runloop::RunStart;
 use crate::state::{Driver, Failure, RunToolHostRecord, Task, TaskStatus};
 use crate::tools::agents::capsule;
@@ -69,7 +69,8 @@ pub fn new_run_from_create(r: pb::CreateRunRequest) -> Result<NewRun, RuntimeErr
 pub fn run_start(spec: pb::RunSpec, cfg: &RuntimeConfig) -> Result<RunStart, RuntimeError> {
     let endpoint = match &spec.model {
         Some(m) => Some(
-            Endpoint::from_pb(m, cfg.model_timeout, cfg.model_max_retries)
+            check_api_key_env(m.api_key_env.as_deref(), &cfg.env_allow)
+                .and_then(|()| Endpoint::from_pb(m, cfg.model_timeout, cfg.model_max_retries))
                 .map_err(RuntimeError::invalid)?,
         ),
         None => None,

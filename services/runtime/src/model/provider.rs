@@ -13,6 +13,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
+use toolplane_core::envallow::EnvAllowList;
 use toolplane_core::error::with_causes;
 use toolplane_core::profile::{ModelEndpoint as ProfileEndpoint, ModelKind};
 use toolplane_model::ProviderFormat;
@@ -215,6 +216,19 @@ fn base_url(kind: ModelKind, raw: &str) -> Result<String, String> {
 }
 
 /// The API key from the environment variable the endpoint names, if it names one.
+/// Refuses an `api_key_env` that names a variable not on the runtime's `env_allow` list: a run
+/// spec or profile could otherwise have any secret of the runtime's environment sent to a URL of
+/// its choosing (docs/runtime.md, "Model endpoints").
+pub fn check_api_key_env(var: Option<&str>, allow: &EnvAllowList) -> Result<(), String> {
+    match var.filter(|v| !v.is_empty()) {
+        Some(var) if !allow.allows(var) => Err(format!(
+            "api_key_env names `{}`, which is not on the runtime's env_allow list",
+            var.chars().take(80).collect::<String>()
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn api_key(var: Option<&str>) -> Result<Option<String>, String> {
     match var.filter(|v| !v.is_empty()) {
         Some(var) => std::env::var(var).map(Some).map_err(|_| {
@@ -592,6 +606,17 @@ mod tests {
             let err = endpoint(kind, format).unwrap_err();
             assert!(err.contains(says), "{kind:?} {format:?}: {err}");
         }
+    }
+
+    #[test]
+    fn api_key_env_names_only_allowed_variables() {
+        let allow = EnvAllowList::new(["*_API_KEY"]);
+        check_api_key_env(Some("OPENAI_API_KEY"), &allow).unwrap();
+        check_api_key_env(None, &allow).unwrap();
+        check_api_key_env(Some(""), &allow).unwrap();
+        let err = check_api_key_env(Some("AWS_SECRET_ACCESS_KEY"), &allow).unwrap_err();
+        assert!(err.contains("env_allow"), "{err}");
+        assert!(check_api_key_env(Some("OPENAI_API_KEY"), &EnvAllowList::default()).is_err());
     }
 
     #[test]
