@@ -17,6 +17,7 @@ pub mod category;
 pub mod cycle;
 pub mod descriptor;
 pub mod dice;
+pub mod egress;
 pub mod envallow;
 pub mod error;
 pub mod gate;

@@ -18,8 +18,10 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{ClientCacheConfig, ClientHandler, RoleClient, ServiceExt as _};
 use tokio_util::sync::CancellationToken;
 
+use toolplane_core::egress::EgressPolicy;
+
 use crate::children::ProcessSettings;
-use crate::error::{MCP_CONNECTION_FAILED, ProxyError};
+use crate::error::{MCP_CONNECTION_FAILED, MCP_EGRESS_DENIED, ProxyError};
 use crate::registration::{Limits, Registration, TransportSpec};
 use crate::stdio::{
     ChildWatch, StdioSpec, StdioTransport, Violation, ViolationCell, read_violation,
@@ -190,6 +192,7 @@ pub async fn connect(
     reg: &Registration,
     limits: &Limits,
     processes: &ProcessSettings,
+    egress: &EgressPolicy,
 ) -> Result<Connection, ProxyError> {
     processes.check_env(&reg.transport)?;
     let dead = CancellationToken::new();
@@ -262,6 +265,7 @@ pub async fn connect(
                     "https:// needs a proxy built with the `tls` feature",
                 ));
             }
+            crate::egress::check_host_of(egress, url)?;
             let mut map = HashMap::new();
             let resolved = headers
                 .iter()
@@ -288,7 +292,10 @@ pub async fn connect(
                 .max_sse_event_size(cap)
                 .reinit_on_expired_session(true);
             let transport = Watched {
-                inner: StreamableHttpClientTransport::from_config(config),
+                inner: StreamableHttpClientTransport::with_client(
+                    crate::egress::http_client(egress)?,
+                    config,
+                ),
                 dead: dead.clone(),
             };
             let service =
@@ -304,10 +311,14 @@ pub async fn connect(
                         )
                     })?
                     .map_err(|e| {
-                        failed(
-                            reg,
-                            format!("initialization failed: {}", crate::causes::init_error(&e)),
-                        )
+                        let why = crate::causes::init_error(&e);
+                        let mut err = failed(reg, format!("initialization failed: {why}"));
+                        // A refusal of the egress policy inside the client (a resolved address,
+                        // a redirect) keeps its code.
+                        if why.contains(MCP_EGRESS_DENIED.code) {
+                            err.code = MCP_EGRESS_DENIED;
+                        }
+                        err
                     })?;
             Ok(finish(
                 service,

@@ -40,6 +40,8 @@ codes! {
         "an `inherit_env` or `header_env` entry names a variable that is not on the proxy's `env_allow` list");
     MCP_COMMAND_NOT_ALLOWED = ("mcp.command_not_allowed", PolicyDenied,
         "with authentication on, a stdio registration by a caller who is not an admin, or of a command not on the proxy's `allowed_commands` list");
+    MCP_EGRESS_DENIED = ("mcp.egress_denied", PolicyDenied,
+        "a streamable HTTP URL, an address its host resolves to, or a redirect it answers with is refused by the proxy's egress policy (a registration answers PERMISSION_DENIED; a connection is not made)");
     MCP_INVALID_REQUEST = ("mcp.invalid_request", InvalidInput,
         "a request field is malformed: a cell id, a page token, an unset state or permission, a tool name");
     MCP_SERVER_NOT_FOUND = ("mcp.server_not_found", Recoverable,
@@ -131,7 +133,7 @@ impl ProxyError {
             "mcp.generation_mismatch" => Code::FailedPrecondition,
             "mcp.too_many_servers" => Code::ResourceExhausted,
             "mcp.shutting_down" => Code::Unavailable,
-            "mcp.command_not_allowed" => Code::PermissionDenied,
+            "mcp.command_not_allowed" | "mcp.egress_denied" => Code::PermissionDenied,
             "mcp.store_failed" => Code::Internal,
             _ => match self.code.class {
                 ErrorClass::InvalidInput => Code::InvalidArgument,

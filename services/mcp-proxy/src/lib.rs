@@ -8,8 +8,8 @@
 //! runtime) on one port.
 //!
 //! Module map: [`registration`] (records and validation), [`catalog`] (the cached catalog and
-//! usability), [`persist`] (store layout), [`stdio`], [`children`] and [`connection`] (transports,
-//! process groups and allow-lists, sessions), [`proxy`] (state, supervisors, listings), [`execute`] (calls), [`projection`]
+//! usability), [`persist`] (store layout), [`stdio`], [`children`], [`egress`] and [`connection`]
+//! (transports, process groups and allow-lists, the egress checks, sessions), [`proxy`] (state, supervisors, listings), [`execute`] (calls), [`projection`]
 //! (model-facing Markdown), [`convert`] and [`grpc`] (the wire), [`server`] (serving), [`config`]
 //! (the binary's settings), [`error`] (the code table).
 
@@ -19,6 +19,7 @@ pub mod children;
 pub mod config;
 pub mod connection;
 pub mod convert;
+pub mod egress;
 pub mod error;
 pub mod execute;
 pub mod grpc;

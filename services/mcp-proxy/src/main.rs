@@ -86,6 +86,12 @@ async fn run() -> Result<(), String> {
             .map(str::to_owned)
             .collect();
     }
+    // Private networks are reachable by default only from a proxy on loopback (docs/egress.md).
+    config.proxy.egress = config
+        .proxy
+        .egress
+        .clone()
+        .for_posture(!config.listen.ip().is_loopback());
     let _telemetry = toolplane_telemetry::init(
         toolplane_telemetry::TelemetryConfig::new("mcp-proxy")
             .with_service_version(env!("CARGO_PKG_VERSION")),

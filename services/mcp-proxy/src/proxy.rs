@@ -16,6 +16,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use toolplane_auth::{Caller, CallerKind, Role};
 use toolplane_core::catalog::McpPermission;
+use toolplane_core::egress::EgressPolicy;
 use toolplane_core::id::{Provider, ToolId};
 use toolplane_store::{Store, Version};
 
@@ -50,6 +51,8 @@ pub struct ProxySettings {
     pub reconnect_max_ms: u64,
     /// Allow-lists and resource limits of stdio processes and named environment variables.
     pub processes: ProcessSettings,
+    /// Which hosts and addresses streamable HTTP servers may be reached at (docs/egress.md).
+    pub egress: EgressPolicy,
 }
 
 impl Default for ProxySettings {
@@ -60,6 +63,7 @@ impl Default for ProxySettings {
             reconnect_initial_ms: 250,
             reconnect_max_ms: 30_000,
             processes: ProcessSettings::default(),
+            egress: EgressPolicy::default(),
         }
     }
 }
@@ -395,6 +399,9 @@ impl McpProxy {
                 && caller.kind != CallerKind::AuthOff
             {
                 processes.check_stdio(t, caller.role == Role::Admin)?;
+            }
+            if let TransportSpec::StreamableHttp { url, .. } = t {
+                crate::egress::check_url(&self.inner.settings.egress, url).await?;
             }
         }
         if let Some(l) = &input.limits {
@@ -846,7 +853,8 @@ impl McpProxy {
         let reg = server.registration();
         let limits = self.limits_of(&reg);
         server.set_health(ConnStatus::Connecting, None);
-        match connect(&reg, &limits, &self.inner.settings.processes).await {
+        let settings = &self.inner.settings;
+        match connect(&reg, &limits, &settings.processes, &settings.egress).await {
             Ok(conn) => {
                 let conn = Arc::new(conn);
                 *slot = Some(Arc::clone(&conn));

@@ -212,8 +212,11 @@ impl Plane {
             l.workspace,
             l.workspace_http,
         ));
+        let mut proxy_settings = cfg.mcp_proxy.clone();
+        // Private networks are reachable by default only from a plane on loopback.
+        proxy_settings.egress = proxy_settings.egress.for_posture(!cfg.host.is_loopback());
         let mcp_proxy = tokio::spawn(start_mcp_proxy(
-            cfg.mcp_proxy.clone(),
+            proxy_settings,
             cfg.data_dir.join("mcp-proxy"),
             l.mcp_proxy,
             l.mcp_proxy_http,
