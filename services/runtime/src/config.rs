@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use toolplane_core::egress::EgressPolicy;
 use toolplane_core::envallow::EnvAllowList;
 use toolplane_core::governance::HardlineRules;
 
@@ -30,6 +31,9 @@ pub struct RuntimeConfig {
     /// Variables a model endpoint's `api_key_env` may name (names or one-`*` patterns); empty
     /// by default: no variable of the runtime may be named. `toolplane up` allows `*_API_KEY`.
     pub env_allow: EnvAllowList,
+    /// Where model endpoints may be reached (docs/egress.md); `private_networks = "auto"` is
+    /// decided by the listen address.
+    pub egress: EgressPolicy,
     /// A host-driven invocation with no request for this long is closed.
     #[serde(with = "secs")]
     pub invocation_idle_timeout: Duration,
@@ -75,6 +79,7 @@ impl Default for RuntimeConfig {
             data_dir: PathBuf::from(".toolplane/runtime"),
             hardline: HardlineRules::default(),
             env_allow: EnvAllowList::default(),
+            egress: EgressPolicy::default(),
             invocation_idle_timeout: Duration::from_secs(30 * 60),
             executor_timeout: Duration::from_secs(60),
             model_timeout: Duration::from_secs(120),

@@ -70,6 +70,11 @@ fn load(args: &Args) -> Result<RuntimeConfig, String> {
     if let Some(v) = &args.data_dir {
         cfg.data_dir = v.clone();
     }
+    // Private networks are reachable by default only from a runtime on loopback (docs/egress.md).
+    cfg.egress = cfg
+        .egress
+        .clone()
+        .for_posture(!cfg.listen.ip().is_loopback());
     Ok(cfg)
 }
 

@@ -212,6 +212,10 @@ impl Plane {
             l.workspace,
             l.workspace_http,
         ));
+        runtime_config.egress = runtime_config
+            .egress
+            .clone()
+            .for_posture(!cfg.host.is_loopback());
         let mut proxy_settings = cfg.mcp_proxy.clone();
         // Private networks are reachable by default only from a plane on loopback.
         proxy_settings.egress = proxy_settings.egress.for_posture(!cfg.host.is_loopback());

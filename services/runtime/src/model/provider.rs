@@ -13,6 +13,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
+use toolplane_core::egress::EgressPolicy;
 use toolplane_core::envallow::EnvAllowList;
 use toolplane_core::error::with_causes;
 use toolplane_core::profile::{ModelEndpoint as ProfileEndpoint, ModelKind};
@@ -86,6 +87,15 @@ pub fn resolve_format(
 impl Endpoint {
     pub fn format(&self) -> ProviderFormat {
         self.format
+    }
+
+    /// Refuses a base URL whose host `egress` refuses (`model.egress_denied`); a scripted
+    /// endpoint connects nowhere.
+    pub fn check_egress(&self, egress: &EgressPolicy) -> Result<(), String> {
+        if self.kind == ModelKind::Scripted {
+            return Ok(());
+        }
+        super::egress::check_base_url(egress, &self.base_url)
     }
 
     /// From a run spec's endpoint.
@@ -299,9 +309,12 @@ pub struct ModelClient {
 }
 
 impl ModelClient {
-    pub fn new(endpoint: Endpoint) -> Result<Self, String> {
-        let http = reqwest::Client::builder()
-            .timeout(endpoint.timeout)
+    /// A client for `endpoint` whose connections and redirects follow `egress`: a base URL the
+    /// policy refuses is refused here, before any call (`model.egress_denied`).
+    pub fn new(endpoint: Endpoint, egress: &EgressPolicy) -> Result<Self, String> {
+        endpoint.check_egress(egress)?;
+        let builder = reqwest::Client::builder().timeout(endpoint.timeout);
+        let http = super::egress::apply(egress, builder)
             .build()
             .map_err(|e| format!("building the http client: {e}"))?;
         Ok(ModelClient {

@@ -3,17 +3,20 @@
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
+use toolplane_core::egress::EgressPolicy;
 
 use crate::context::ports::{ModelCall, Models};
 use crate::model::provider::{CallError, Endpoint, ModelClient};
 
-/// Model clients over HTTP, one per invocation.
+/// Model clients over HTTP, one per invocation, under the runtime's egress policy.
 #[derive(Debug, Default)]
-pub struct HttpModels;
+pub struct HttpModels {
+    pub egress: EgressPolicy,
+}
 
 impl Models for HttpModels {
     fn client(&self, endpoint: Endpoint) -> Result<Box<dyn ModelCall>, String> {
-        Ok(Box::new(ModelClient::new(endpoint)?))
+        Ok(Box::new(ModelClient::new(endpoint, &self.egress)?))
     }
 }
 

@@ -36,7 +36,9 @@ impl Runtime {
             catalog: peers.clone(),
             workspace: peers.clone(),
             tools: peers,
-            models: Arc::new(super::models::HttpModels),
+            models: Arc::new(super::models::HttpModels {
+                egress: cfg.egress.clone(),
+            }),
         };
         Ok(Runtime::assemble(cfg, ports, Arc::new(fs)).await)
     }
