@@ -34,6 +34,9 @@ pub struct RuntimeConfig {
     /// Where model endpoints may be reached (docs/egress.md); `private_networks = "auto"` is
     /// decided by the listen address.
     pub egress: EgressPolicy,
+    /// Directories a profile's `model.script` may be read from; unset, any path (a runtime on
+    /// loopback), and a runtime listening beyond loopback without it reads none.
+    pub script_roots: Option<Vec<PathBuf>>,
     /// A host-driven invocation with no request for this long is closed.
     #[serde(with = "secs")]
     pub invocation_idle_timeout: Duration,
@@ -80,6 +83,7 @@ impl Default for RuntimeConfig {
             hardline: HardlineRules::default(),
             env_allow: EnvAllowList::default(),
             egress: EgressPolicy::default(),
+            script_roots: None,
             invocation_idle_timeout: Duration::from_secs(30 * 60),
             executor_timeout: Duration::from_secs(60),
             model_timeout: Duration::from_secs(120),

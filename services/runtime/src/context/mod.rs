@@ -20,7 +20,7 @@ use toolplane_store::{Key, Precondition, Store};
 use crate::config::RuntimeConfig;
 use crate::error::RuntimeError;
 use crate::metrics::RuntimeMetrics;
-use crate::model::provider::{Endpoint, check_api_key_env};
+use crate::model::provider::{Endpoint, check_api_key_env, check_script_path};
 use crate::state::{Invocation, PendingTask, Run};
 use ports::{Catalog, Models, PortErrorKind, ToolHosts, Workspace};
 
@@ -99,9 +99,14 @@ impl Runtime {
     /// sets none: `None` when it names none, the reason when it cannot be used.
     pub fn endpoint_of(&self, profile: &Profile) -> Option<Result<Endpoint, String>> {
         profile.model.as_ref().map(|m| {
-            check_api_key_env(m.api_key_env.as_deref(), &self.cfg.env_allow).and_then(|()| {
-                Endpoint::from_profile(m, self.cfg.model_timeout, self.cfg.model_max_retries)
-            })
+            check_api_key_env(m.api_key_env.as_deref(), &self.cfg.env_allow)
+                .and_then(|()| match &m.script {
+                    Some(path) => check_script_path(path, self.cfg.script_roots.as_deref()),
+                    None => Ok(()),
+                })
+                .and_then(|()| {
+                    Endpoint::from_profile(m, self.cfg.model_timeout, self.cfg.model_max_retries)
+                })
         })
     }
 

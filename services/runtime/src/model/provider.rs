@@ -9,6 +9,7 @@
 //! decided here (timeouts, connection errors, 429 and 5xx are; other statuses are not), and so is
 //! which wire format an endpoint speaks ([`resolve_format`]).
 
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -236,6 +237,26 @@ pub fn check_api_key_env(var: Option<&str>, allow: &EnvAllowList) -> Result<(), 
             var.chars().take(80).collect::<String>()
         )),
         _ => Ok(()),
+    }
+}
+
+/// Refuses a profile's `model.script` outside `roots` (compared after resolving symlinks and
+/// `..`), so a profile cannot have the runtime read any file of its host. `None` allows any path
+/// (`toolplane up` on loopback).
+pub fn check_script_path(path: &str, roots: Option<&[PathBuf]>) -> Result<(), String> {
+    let Some(roots) = roots else { return Ok(()) };
+    let real =
+        std::fs::canonicalize(path).map_err(|err| format!("reading the script `{path}`: {err}"))?;
+    let inside = roots
+        .iter()
+        .filter_map(|r| std::fs::canonicalize(r).ok())
+        .any(|root| real.starts_with(root));
+    if inside {
+        Ok(())
+    } else {
+        Err(format!(
+            "runtime.path_not_allowed: the script `{path}` is not under the runtime's script_roots"
+        ))
     }
 }
 
@@ -619,6 +640,37 @@ mod tests {
             let err = endpoint(kind, format).unwrap_err();
             assert!(err.contains(says), "{kind:?} {format:?}: {err}");
         }
+    }
+
+    #[test]
+    fn scripts_are_read_only_under_the_configured_roots() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let inside = root.path().join("turns.json");
+        std::fs::write(&inside, "[]").unwrap();
+        let secret = outside.path().join("secret.json");
+        std::fs::write(&secret, "{}").unwrap();
+        let link = root.path().join("link.json");
+        std::os::unix::fs::symlink(&secret, &link).unwrap();
+        let roots = [root.path().to_owned()];
+        let path = |p: &std::path::Path| p.to_string_lossy().into_owned();
+        check_script_path(&path(&inside), Some(&roots)).unwrap();
+        let dotted = format!("{}/../{}", root.path().display(), path(&secret));
+        for bad in [path(&secret), path(&link), dotted, "/etc/passwd".to_owned()] {
+            let err = check_script_path(&bad, Some(&roots)).unwrap_err();
+            assert!(
+                err.starts_with("runtime.path_not_allowed") || err.contains("reading the script"),
+                "{bad}: {err}"
+            );
+            assert!(!err.contains("{}"), "the file was read: {err}");
+        }
+        assert!(
+            check_script_path(&path(&secret), Some(&roots))
+                .unwrap_err()
+                .starts_with("runtime.path_not_allowed")
+        );
+        check_script_path(&path(&secret), None).unwrap();
+        check_script_path(&path(&inside), Some(&[])).unwrap_err();
     }
 
     #[test]
