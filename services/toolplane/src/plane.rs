@@ -207,7 +207,10 @@ impl Plane {
         runtime_config.data_dir = cfg.data_dir.join("runtime");
 
         // Each start is its own task, so the CPU-bound parts use every core.
+        // Beyond loopback, ImportSkill reads skill folders only from under the data directory.
+        let skill_roots = (!cfg.host.is_loopback()).then(|| vec![cfg.data_dir.clone()]);
         let workspace = tokio::spawn(start_workspace(
+            skill_roots,
             cfg.data_dir.join("workspace"),
             l.workspace,
             l.workspace_http,
@@ -332,13 +335,17 @@ fn joined<T>(
 }
 
 async fn start_workspace(
+    skill_import_roots: Option<Vec<PathBuf>>,
     dir: PathBuf,
     listener: TcpListener,
     metrics: TcpListener,
 ) -> Result<Serving, PlaneError> {
     let ws = toolplane_workspace::Workspace::open(toolplane_workspace::EngineOptions {
         data_dir: dir,
-        limits: Default::default(),
+        limits: toolplane_workspace::limits::Limits {
+            skill_import_roots,
+            ..Default::default()
+        },
     })
     .await
     .map_err(|e| start_err("workspace service", e))?;

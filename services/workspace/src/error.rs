@@ -233,6 +233,11 @@ pub const CODES: &[(&str, ErrorClass, &str)] = &[
         "the skill folder has no SKILL.md, is over a limit, or cannot be read (INVALID_ARGUMENT)",
     ),
     (
+        "skill.path_not_allowed",
+        ErrorClass::PolicyDenied,
+        "ImportSkill of a folder outside the workspace's skill_import_roots (PERMISSION_DENIED)",
+    ),
+    (
         "workspace.escape",
         ErrorClass::System,
         "a symlink or special file inside the workspace store; never followed (INTERNAL)",

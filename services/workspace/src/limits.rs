@@ -50,6 +50,10 @@ pub struct Limits {
     /// this long (milliseconds) is closed and checkpointed, and the next one made ready; 0 never
     /// closes a segment for quiet.
     pub journal_idle_close_ms: u64,
+    /// Directories `ImportSkill` may read a skill folder from (compared after symlinks and `..`
+    /// are resolved); unset, any path (the laptop posture). The workspace binary listening beyond
+    /// loopback reads none unless this is set (docs/egress.md, "Host paths").
+    pub skill_import_roots: Option<Vec<std::path::PathBuf>>,
 }
 
 impl Default for Limits {
@@ -75,6 +79,7 @@ impl Default for Limits {
             max_worldinfo_bytes: 8 * 1024 * 1024,
             journal_segment_bytes: 16 * 1024 * 1024,
             journal_idle_close_ms: 2_000,
+            skill_import_roots: None,
         }
     }
 }

@@ -18,7 +18,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cli = Cli::parse();
-    let config = Config::resolve(&cli)?;
+    let mut config = Config::resolve(&cli)?;
+    // Beyond loopback, ImportSkill reads only from configured roots (docs/egress.md).
+    if config.limits.skill_import_roots.is_none() && !config.listen.ip().is_loopback() {
+        config.limits.skill_import_roots = Some(Vec::new());
+    }
     let _telemetry = toolplane_telemetry::init(
         toolplane_telemetry::TelemetryConfig::new("workspace")
             .with_service_version(env!("CARGO_PKG_VERSION")),

@@ -61,6 +61,24 @@ fn import_failed(message: impl Into<String>) -> WsError {
     WsError::status("skill.import_failed", tonic::Code::InvalidArgument, message)
 }
 
+/// Refuses a skill folder outside `roots` (`skill.path_not_allowed`); `None` allows any path.
+fn check_import_root(source: &Path, roots: Option<&[PathBuf]>) -> Result<(), WsError> {
+    let Some(roots) = roots else { return Ok(()) };
+    let refused = || {
+        WsError::status(
+            "skill.path_not_allowed",
+            tonic::Code::PermissionDenied,
+            "the folder is not under the workspace's skill_import_roots",
+        )
+    };
+    let real = std::fs::canonicalize(source).map_err(|_| refused())?;
+    let inside = roots
+        .iter()
+        .filter_map(|r| std::fs::canonicalize(r).ok())
+        .any(|root| real.starts_with(root));
+    if inside { Ok(()) } else { Err(refused()) }
+}
+
 /// The `name` and `description` of a `SKILL.md`'s front matter (`---` … `---`): plain, quoted and
 /// block (`|`, `>`) scalars at the top level.
 pub fn front_matter(text: &str) -> BTreeMap<String, String> {
@@ -121,6 +139,7 @@ impl Skills {
         replace: bool,
     ) -> Result<(SkillPackage, Vec<ImportWarning>), WsError> {
         let source = PathBuf::from(source);
+        check_import_root(&source, self.limits.skill_import_roots.as_deref())?;
         let limits = self.limits.clone();
         let (files, skipped, warnings) =
             tokio::task::spawn_blocking(move || read_folder(&source, &limits))
@@ -331,7 +350,51 @@ fn read_folder(root: &Path, limits: &Limits) -> Result<Folder, WsError> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[tokio::test]
+    async fn imports_read_only_under_the_configured_roots() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        for dir in [root.path(), outside.path()] {
+            std::fs::create_dir_all(dir.join("skill")).unwrap();
+            std::fs::write(
+                dir.join("skill/SKILL.md"),
+                "---\nname: s\ndescription: d\n---\nbody\n",
+            )
+            .unwrap();
+        }
+        let link = root.path().join("link");
+        std::os::unix::fs::symlink(outside.path().join("skill"), &link).unwrap();
+        let limits = Limits {
+            skill_import_roots: Some(vec![root.path().to_owned()]),
+            ..Limits::default()
+        };
+        let store: Arc<dyn Store> = Arc::new(toolplane_store::MemoryStore::new(Default::default()));
+        let skills = Skills::new(store, limits);
+        let path = |p: PathBuf| p.to_string_lossy().into_owned();
+        skills
+            .import("default", &path(root.path().join("skill")), "", false)
+            .await
+            .unwrap();
+        let dotted = root.path().join("..").join(outside.path()).join("skill");
+        for bad in [
+            outside.path().join("skill"),
+            link,
+            dotted,
+            PathBuf::from("/etc"),
+        ] {
+            let err = skills
+                .import("default", &path(bad.clone()), "x", true)
+                .await
+                .unwrap_err();
+            assert!(
+                err.to_string().starts_with("skill.path_not_allowed: "),
+                "{bad:?}: {err}"
+            );
+        }
+    }
 
     #[test]
     fn reads_front_matter() {
