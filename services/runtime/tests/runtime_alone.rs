@@ -7,9 +7,8 @@
 mod support;
 
 use serde_json::json;
-use support::{agent, alone, calls, eventually, scripted, turn};
+use support::{agent, alone, calls, eventually, host_turn, scripted, turn};
 use toolplane_core::error as codes;
-use toolplane_model::ProviderFormat;
 use toolplane_runtime::lifecycle::NewRun;
 use toolplane_runtime::runloop::{self, RunStart};
 use toolplane_runtime::state::{InvocationStatus, RunStatus};
@@ -21,28 +20,18 @@ async fn calls_for_a_stale_turn_are_refused_and_an_unknown_alias_fails_the_invoc
     let opened = a.host_run("r1", "writer").await;
     let inv = &opened.invocation;
 
-    let stale =
-        a.rt.execute_host_turn(
-            inv,
-            &format!("{}:7", inv.id),
-            ProviderFormat::OpenAiChat,
-            &calls(&[("c1", "dice_roll", json!({"notation": "d6"}))]),
-            None,
-            None,
-        )
-        .await
-        .unwrap_err();
+    let stale = host_turn(
+        &a.rt,
+        inv,
+        &format!("{}:7", inv.id),
+        &calls(&[("c1", "dice_roll", json!({"notation": "d6"}))]),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(stale.code(), codes::RUNTIME_STALE_TURN);
 
-    let unknown =
-        a.rt.execute_host_turn(
-            inv,
-            &opened.turn_id,
-            ProviderFormat::OpenAiChat,
-            &calls(&[("c1", "no_such_tool", json!({}))]),
-            None,
-            None,
-        )
+    let unknown = a
+        .first_turn(&opened, &calls(&[("c1", "no_such_tool", json!({}))]))
         .await
         .unwrap_err();
     assert_eq!(unknown.code(), codes::MODEL_UNKNOWN_TOOL_ALIAS);
@@ -58,16 +47,11 @@ async fn finishing_before_committing_is_refused_then_commit_and_finish_complete_
     a.mem.put_profile(agent("writer", json!({})));
     let opened = a.host_run("r2", "writer").await;
     let inv = &opened.invocation;
-    let fmt = ProviderFormat::OpenAiChat;
 
-    let early =
-        a.rt.execute_host_turn(
-            inv,
-            &opened.turn_id,
-            fmt,
+    let early = a
+        .first_turn(
+            &opened,
             &calls(&[("c1", "workspace_finish", json!({"summary": "done"}))]),
-            None,
-            None,
         )
         .await
         .unwrap();
@@ -80,38 +64,32 @@ async fn finishing_before_committing_is_refused_then_commit_and_finish_complete_
     assert!(refusal.content.contains("workspace_commit"));
     assert_eq!(early.status, InvocationStatus::Open);
 
-    let write =
-        a.rt.execute_host_turn(
-            inv,
-            early.next_turn_id.as_deref().unwrap(),
-            fmt,
-            &calls(&[
-                (
-                    "c2",
-                    "workspace_write_file",
-                    json!({"path": "output/main.md", "content": "The answer is 42."}),
-                ),
-                ("c3", "workspace_commit", json!({})),
-            ]),
-            None,
-            None,
-        )
-        .await
-        .unwrap();
+    let write = host_turn(
+        &a.rt,
+        inv,
+        early.next_turn_id.as_deref().unwrap(),
+        &calls(&[
+            (
+                "c2",
+                "workspace_write_file",
+                json!({"path": "output/main.md", "content": "The answer is 42."}),
+            ),
+            ("c3", "workspace_commit", json!({})),
+        ]),
+    )
+    .await
+    .unwrap();
     assert!(write.outcome.results.iter().all(|r| !r.is_error));
     assert_eq!(a.mem.message("r2").as_deref(), Some("The answer is 42."));
 
-    let finish =
-        a.rt.execute_host_turn(
-            inv,
-            write.next_turn_id.as_deref().unwrap(),
-            fmt,
-            &calls(&[("c4", "workspace_finish", json!({"summary": "done"}))]),
-            None,
-            None,
-        )
-        .await
-        .unwrap();
+    let finish = host_turn(
+        &a.rt,
+        inv,
+        write.next_turn_id.as_deref().unwrap(),
+        &calls(&[("c4", "workspace_finish", json!({"summary": "done"}))]),
+    )
+    .await
+    .unwrap();
     assert_eq!(finish.status, InvocationStatus::Finished);
     assert_eq!(finish.next_turn_id, None);
     assert_eq!(
@@ -135,17 +113,13 @@ async fn a_finishing_tool_must_be_the_last_call_of_its_turn() {
     let a = alone().await;
     a.mem.put_profile(agent("writer", json!({})));
     let opened = a.host_run("r3", "writer").await;
-    let turn =
-        a.rt.execute_host_turn(
-            &opened.invocation,
-            &opened.turn_id,
-            ProviderFormat::OpenAiChat,
+    let turn = a
+        .first_turn(
+            &opened,
             &calls(&[
                 ("c1", "workspace_finish", json!({"summary": "early"})),
                 ("c2", "dice_roll", json!({"notation": "d6"})),
             ]),
-            None,
-            None,
         )
         .await
         .unwrap();
@@ -169,17 +143,14 @@ async fn an_invocation_that_uses_all_its_rounds_fails_with_the_round_budget() {
     let mut turn_id = opened.turn_id.clone();
     let mut last = None;
     for i in 0..2 {
-        let t =
-            a.rt.execute_host_turn(
-                inv,
-                &turn_id,
-                ProviderFormat::OpenAiChat,
-                &calls(&[(&format!("c{i}"), "dice_roll", json!({"notation": "d6"}))]),
-                None,
-                None,
-            )
-            .await
-            .unwrap();
+        let t = host_turn(
+            &a.rt,
+            inv,
+            &turn_id,
+            &calls(&[(&format!("c{i}"), "dice_roll", json!({"notation": "d6"}))]),
+        )
+        .await
+        .unwrap();
         if let Some(next) = &t.next_turn_id {
             turn_id = next.clone();
         }
@@ -206,17 +177,14 @@ async fn the_same_write_repeated_is_warned_about_then_stops_the_invocation() {
     let write = json!({"path": "output/x.md", "content": "same"});
     let mut warned = false;
     for i in 0..20 {
-        let t =
-            a.rt.execute_host_turn(
-                inv,
-                &turn_id,
-                ProviderFormat::OpenAiChat,
-                &calls(&[(&format!("c{i}"), "workspace_write_file", write.clone())]),
-                None,
-                None,
-            )
-            .await
-            .unwrap();
+        let t = host_turn(
+            &a.rt,
+            inv,
+            &turn_id,
+            &calls(&[(&format!("c{i}"), "workspace_write_file", write.clone())]),
+        )
+        .await
+        .unwrap();
         warned |= t.outcome.results[0].content.contains("times in a row");
         match t.next_turn_id {
             Some(next) => turn_id = next,
@@ -248,19 +216,14 @@ async fn a_handoff_passes_the_run_and_later_calls_of_the_old_owner_are_not_run()
     a.mem.put_profile(agent("a", json!({})));
     a.mem.put_profile(agent("b", json!({})));
     let opened = a.host_run("r6", "a").await;
-    let inv = &opened.invocation;
-    let turn =
-        a.rt.execute_host_turn(
-            inv,
-            &opened.turn_id,
-            ProviderFormat::OpenAiChat,
+    let turn = a
+        .first_turn(
+            &opened,
             &calls(&[(
                 "c1",
                 "agent_handoff",
                 json!({"agentId": "b", "brief": "Finish the report."}),
             )]),
-            None,
-            None,
         )
         .await
         .unwrap();
@@ -271,14 +234,10 @@ async fn a_handoff_passes_the_run_and_later_calls_of_the_old_owner_are_not_run()
     let run = a.rt.run("r6").unwrap().snapshot();
     assert_eq!(run.active_invocation_id, handoff.opened.invocation.id);
 
-    let after =
-        a.rt.execute_host_turn(
-            inv,
-            &opened.turn_id,
-            ProviderFormat::OpenAiChat,
+    let after = a
+        .first_turn(
+            &opened,
             &calls(&[("c2", "dice_roll", json!({"notation": "d6"}))]),
-            None,
-            None,
         )
         .await
         .unwrap();
@@ -302,18 +261,14 @@ async fn a_handoff_to_an_agent_that_refuses_handoffs_is_answered_not_carried_out
         json!({"delegation": {"callable": true, "allowAsHandoffTarget": false}}),
     ));
     let opened = a.host_run("r7", "a").await;
-    let turn =
-        a.rt.execute_host_turn(
-            &opened.invocation,
-            &opened.turn_id,
-            ProviderFormat::OpenAiChat,
+    let turn = a
+        .first_turn(
+            &opened,
             &calls(&[(
                 "c1",
                 "agent_handoff",
                 json!({"agentId": "closed", "brief": "Take over."}),
             )]),
-            None,
-            None,
         )
         .await
         .unwrap();
@@ -350,37 +305,29 @@ async fn a_delegated_task_runs_on_its_own_model_and_its_result_reaches_the_paren
     a.mem.put_profile(agent("lead", json!({})));
     let opened = a.host_run("r8", "lead").await;
     let inv = &opened.invocation;
-    let fmt = ProviderFormat::OpenAiChat;
 
-    let delegated =
-        a.rt.execute_host_turn(
-            inv,
-            &opened.turn_id,
-            fmt,
+    let delegated = a
+        .first_turn(
+            &opened,
             &calls(&[(
                 "c1",
                 "agent_delegate",
                 json!({"agentId": "worker", "task": "Find the answer."}),
             )]),
-            None,
-            None,
         )
         .await
         .unwrap();
     assert!(!delegated.outcome.results[0].is_error);
     assert!(delegated.outcome.results[0].content.contains("task-1"));
 
-    let awaited =
-        a.rt.execute_host_turn(
-            inv,
-            delegated.next_turn_id.as_deref().unwrap(),
-            fmt,
-            &calls(&[("c2", "agent_await", json!({"taskIds": ["task-1"]}))]),
-            None,
-            None,
-        )
-        .await
-        .unwrap();
+    let awaited = host_turn(
+        &a.rt,
+        inv,
+        delegated.next_turn_id.as_deref().unwrap(),
+        &calls(&[("c2", "agent_await", json!({"taskIds": ["task-1"]}))]),
+    )
+    .await
+    .unwrap();
     let answer = &awaited.outcome.results[0];
     assert!(!answer.is_error, "{}", answer.content);
     assert!(
@@ -467,14 +414,10 @@ async fn a_cancelled_run_ends_cancelled_and_takes_no_more_calls() {
     a.rt.cancel_run(&run, "user stopped it").await.unwrap();
     assert_eq!(run.snapshot().status, RunStatus::Cancelled);
     assert_eq!(a.mem.sealed("r10"), Some(RunStatus::Cancelled));
-    let refused =
-        a.rt.execute_host_turn(
-            &opened.invocation,
-            &opened.turn_id,
-            ProviderFormat::OpenAiChat,
+    let refused = a
+        .first_turn(
+            &opened,
             &calls(&[("c1", "dice_roll", json!({"notation": "d6"}))]),
-            None,
-            None,
         )
         .await
         .unwrap_err();
@@ -514,15 +457,8 @@ async fn the_first_answer_written_is_published_once_before_any_commit() {
             json!({"path": "output/main.md", "content": text}),
         )])
     };
-    let first =
-        a.rt.execute_host_turn(
-            &opened.invocation,
-            &opened.turn_id,
-            ProviderFormat::OpenAiChat,
-            &write("c1", "Draft one."),
-            None,
-            None,
-        )
+    let first = a
+        .first_turn(&opened, &write("c1", "Draft one."))
         .await
         .unwrap();
     assert_eq!(a.mem.message("r12").as_deref(), Some("Draft one."));
@@ -530,13 +466,11 @@ async fn the_first_answer_written_is_published_once_before_any_commit() {
     assert_eq!(published.len(), 1);
     assert_eq!(published[0]["auto"], true);
 
-    a.rt.execute_host_turn(
+    host_turn(
+        &a.rt,
         &opened.invocation,
         first.next_turn_id.as_deref().unwrap(),
-        ProviderFormat::OpenAiChat,
         &write("c2", "Draft two."),
-        None,
-        None,
     )
     .await
     .unwrap();
@@ -553,18 +487,14 @@ async fn delegating_to_an_agent_without_a_model_is_refused_and_journalled() {
     a.mem.put_profile(agent("lead", json!({})));
     a.mem.put_profile(agent("idle", json!({})));
     let opened = a.host_run("r13", "lead").await;
-    let turn =
-        a.rt.execute_host_turn(
-            &opened.invocation,
-            &opened.turn_id,
-            ProviderFormat::OpenAiChat,
+    let turn = a
+        .first_turn(
+            &opened,
             &calls(&[(
                 "c1",
                 "agent_delegate",
                 json!({"agentId": "idle", "task": "Anything."}),
             )]),
-            None,
-            None,
         )
         .await
         .unwrap();
@@ -668,12 +598,9 @@ async fn arguments_that_break_an_external_tools_schema_are_answered_and_never_se
         json!({"tools": {"allow": ["ext/crm:*", "builtin:workspace.*"]}}),
     ));
     let opened = a.host_run("rs1", "clerk").await;
-    let inv = &opened.invocation;
-    let turn =
-        a.rt.execute_host_turn(
-            inv,
-            &opened.turn_id,
-            ProviderFormat::OpenAiChat,
+    let turn = a
+        .first_turn(
+            &opened,
             &calls(&[
                 (
                     "c1",
@@ -682,8 +609,6 @@ async fn arguments_that_break_an_external_tools_schema_are_answered_and_never_se
                 ),
                 ("c2", "ext__crm__lookup", json!({"query": "acme"})),
             ]),
-            None,
-            None,
         )
         .await
         .unwrap();
@@ -732,17 +657,13 @@ async fn an_mcp_result_that_breaks_its_output_schema_is_a_recoverable_error() {
         json!({"tools": {"allow": ["mcp:weather/*"]}}),
     ));
     let opened = a.host_run("rs2", "forecaster").await;
-    let turn =
-        a.rt.execute_host_turn(
-            &opened.invocation,
-            &opened.turn_id,
-            ProviderFormat::OpenAiChat,
+    let turn = a
+        .first_turn(
+            &opened,
             &calls(&[
                 ("c1", "mcp__weather__good", json!({})),
                 ("c2", "mcp__weather__bad", json!({})),
             ]),
-            None,
-            None,
         )
         .await
         .unwrap();
@@ -774,17 +695,15 @@ async fn a_cancel_does_not_wait_for_a_slow_workspace_tool() {
         opened.turn_id.clone(),
     );
     let turn = tokio::spawn(async move {
-        rt.execute_host_turn(
+        host_turn(
+            &rt,
             &inv,
             &turn_id,
-            ProviderFormat::OpenAiChat,
             &calls(&[(
                 "c1",
                 "workspace_write_file",
                 json!({"path": support::SLOW_PATH, "content": "x"}),
             )]),
-            None,
-            None,
         )
         .await
     });

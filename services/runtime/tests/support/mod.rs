@@ -27,7 +27,8 @@ use toolplane_runtime::context::ports::{
 use toolplane_runtime::context::{Ports, Runtime};
 use toolplane_runtime::lifecycle::{NewRun, Opened};
 use toolplane_runtime::model::provider::{CallError, Endpoint, ModelClient};
-use toolplane_runtime::state::{AuditObject, Driver, JournalAppend, Level, RunStatus};
+use toolplane_runtime::pipeline::HostTurn;
+use toolplane_runtime::state::{AuditObject, Driver, Invocation, JournalAppend, Level, RunStatus};
 use toolplane_runtime::{RuntimeConfig, RuntimeError};
 use toolplane_store::{MemoryStore, StoreOptions};
 
@@ -570,6 +571,27 @@ impl Alone {
             .await
             .unwrap()
     }
+
+    /// The first host-driven turn of an opened invocation: see [`host_turn`].
+    pub async fn first_turn(
+        &self,
+        opened: &Opened,
+        calls: &Value,
+    ) -> Result<HostTurn, RuntimeError> {
+        host_turn(&self.rt, &opened.invocation, &opened.turn_id, calls).await
+    }
+}
+
+/// One host-driven turn of OpenAI chat `calls` for `turn`, without an epoch, a stored model
+/// response or a change of tool choice: what most tests send.
+pub async fn host_turn(
+    rt: &Runtime,
+    inv: &Arc<Invocation>,
+    turn: &str,
+    calls: &Value,
+) -> Result<HostTurn, RuntimeError> {
+    rt.execute_host_turn(inv, turn, ProviderFormat::OpenAiChat, calls, None, None)
+        .await
 }
 
 /// OpenAI `tool_calls` as a host sends them: `(call id, alias, arguments)`.
