@@ -7,10 +7,9 @@
 mod support;
 
 use serde_json::json;
-use support::{agent, alone, calls, eventually, host_turn, scripted, turn};
+use support::{agent, alone, calls, eventually, host_turn, scripted, turn, writer_run};
 use toolplane_core::error as codes;
 use toolplane_runtime::lifecycle::NewRun;
-use toolplane_runtime::runloop::{self, RunStart};
 use toolplane_runtime::state::{InvocationStatus, RunStatus};
 
 #[tokio::test]
@@ -370,23 +369,7 @@ async fn a_runtime_driven_run_recovers_from_a_plain_text_answer_and_finishes() {
         turn(&[("workspace_commit", json!({"path": "output/direct_output.md"}))]),
         turn(&[("workspace_finish", json!({"summary": "done"}))]),
     ]));
-    let run = runloop::start(
-        a.rt.clone(),
-        RunStart {
-            run: NewRun {
-                run_id: "r9".into(),
-                profile_id: "writer".into(),
-                visible_roots: vec!["output/".into()],
-                writable_roots: vec!["output/".into()],
-                initial_user_message: "What is the answer?".into(),
-                ..NewRun::default()
-            },
-            endpoint: Some(model),
-            max_rounds: 0,
-        },
-    )
-    .await
-    .unwrap();
+    let run = a.start(writer_run("r9"), model).await;
     assert!(
         eventually(|| run.snapshot().status.is_terminal()).await,
         "the run ends"
@@ -524,23 +507,7 @@ async fn start_scripted(
         turn(&[("workspace_finish", json!({"summary": "done"}))]),
     ]));
     model.max_retries = retries;
-    runloop::start(
-        a.rt.clone(),
-        RunStart {
-            run: NewRun {
-                run_id: run_id.into(),
-                profile_id: "writer".into(),
-                visible_roots: vec!["output/".into()],
-                writable_roots: vec!["output/".into()],
-                initial_user_message: "What is the answer?".into(),
-                ..NewRun::default()
-            },
-            endpoint: Some(model),
-            max_rounds: 0,
-        },
-    )
-    .await
-    .unwrap()
+    a.start(writer_run(run_id), model).await
 }
 
 #[tokio::test]
@@ -562,14 +529,16 @@ async fn a_model_that_keeps_failing_fails_the_run_after_its_retries() {
     a.mem.put_profile(agent("writer", json!({})));
     a.mem.fail_model_calls(100);
     let run = start_scripted(&a, "r15", 2).await;
+    assert_failed_with(&run, codes::MODEL_CALL_FAILED).await;
+    assert_eq!(a.mem.payloads("r15", "model_call_attempt_started").len(), 3);
+}
+
+/// Waits (at most two seconds) for `run` to end, and checks it failed with `code`.
+async fn assert_failed_with(run: &toolplane_runtime::state::Run, code: codes::ErrorCode) {
     assert!(eventually(|| run.snapshot().status.is_terminal()).await);
     let record = run.snapshot();
     assert_eq!(record.status, RunStatus::Failed);
-    assert_eq!(
-        record.failure.unwrap().code,
-        codes::MODEL_CALL_FAILED.as_str()
-    );
-    assert_eq!(a.mem.payloads("r15", "model_call_attempt_started").len(), 3);
+    assert_eq!(record.failure.unwrap().code, code.as_str());
 }
 
 /// A tool of an external host whose input schema wants `{"query": string ≤ 20, "limit" ≥ 1}`.
@@ -727,4 +696,194 @@ async fn a_cancel_does_not_wait_for_a_slow_workspace_tool() {
     let at = |k: &str| kinds.iter().position(|x| x == k);
     assert!(at("tool_call_failed").is_some(), "{kinds:?}");
     assert!(at("tool_call_failed") < at("run_cancelled"), "{kinds:?}");
+}
+
+/// The number of tool calls of run `run` that its call budget let through: every call answered,
+/// except the ones refused for the run's budget.
+fn calls_let_through(a: &support::Alone, run: &str) -> usize {
+    ["tool_call_completed", "tool_call_failed"]
+        .iter()
+        .flat_map(|k| a.mem.payloads(run, k))
+        .filter(|p| p["errorCode"] != codes::AGENT_RUN_BUDGET_EXHAUSTED.as_str())
+        .count()
+}
+
+#[tokio::test]
+async fn a_run_whose_children_together_exceed_its_call_budget_is_stopped() {
+    let a = alone().await;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("worker.json");
+    let roll = || turn(&[("dice_roll", json!({"notation": "d6"}))]);
+    let returns = turn(&[("task_return", json!({"summary": "rolled"}))]);
+    std::fs::write(
+        &script,
+        json!([roll(), roll(), roll(), returns]).to_string(),
+    )
+    .unwrap();
+    a.mem.put_profile(agent(
+        "worker",
+        json!({"model": {"kind": "scripted", "script": script.display().to_string()}}),
+    ));
+    // Each child alone would stay within its own invocation's 200 calls.
+    a.mem
+        .put_profile(agent("lead", json!({"runBudget": {"maxToolCalls": 4}})));
+    let delegate = |n: &str| {
+        (
+            "agent_delegate",
+            json!({"agentId": "worker", "task": format!("Roll three times ({n}).")}),
+        )
+    };
+    let model = scripted(json!([
+        turn(&[delegate("a"), delegate("b")]),
+        turn(&[("agent_await", json!({}))]),
+        turn(&[("workspace_finish", json!({"summary": "done"}))]),
+    ]));
+    let run = a
+        .start(
+            NewRun {
+                run_id: "rb1".into(),
+                profile_id: "lead".into(),
+                background: true,
+                initial_user_message: "Have two workers roll dice.".into(),
+                ..NewRun::default()
+            },
+            model,
+        )
+        .await;
+    assert_failed_with(&run, codes::AGENT_RUN_BUDGET_EXHAUSTED).await;
+    // Two delegations, the children's rolls and the await together: four ran, the rest were
+    // refused with the run's budget, and no finish came.
+    assert_eq!(calls_let_through(&a, "rb1"), 4);
+    let refused: Vec<_> = a
+        .mem
+        .payloads("rb1", "tool_call_failed")
+        .into_iter()
+        .filter(|p| p["errorCode"] == codes::AGENT_RUN_BUDGET_EXHAUSTED.as_str())
+        .collect();
+    assert!(!refused.is_empty());
+    assert!(
+        refused.iter().any(|p| p["toolId"] == "builtin:dice.roll"),
+        "a child's call was refused: {refused:?}"
+    );
+    let stopped = a.mem.payloads("rb1", "run_budget_exhausted");
+    assert!(!stopped.is_empty());
+    assert_eq!(stopped[0]["maxToolCalls"], 4);
+    assert!(!a.mem.kinds("rb1").contains(&"run_completed".to_owned()));
+}
+
+#[tokio::test]
+async fn model_tokens_reported_by_the_provider_stop_a_runtime_driven_run() {
+    let a = alone().await;
+    a.mem.put_profile(agent(
+        "writer",
+        json!({"runBudget": {"maxModelTokens": 1000}}),
+    ));
+    let usage = json!({"prompt_tokens": 400, "completion_tokens": 100, "total_tokens": 500});
+    let with_usage = |mut t: serde_json::Value| {
+        t["usage"] = usage.clone();
+        t
+    };
+    let model = scripted(json!([
+        with_usage(turn(&[(
+            "workspace_write_file",
+            json!({"path": "output/main.md", "content": "42"})
+        )])),
+        with_usage(turn(&[("dice_roll", json!({"notation": "d6"}))])),
+        with_usage(turn(&[("workspace_commit", json!({}))])),
+        with_usage(turn(&[("workspace_finish", json!({"summary": "done"}))])),
+    ]));
+    let run = a.start(writer_run("rb2"), model).await;
+    assert_failed_with(&run, codes::AGENT_RUN_BUDGET_EXHAUSTED).await;
+    // Two responses of 500 tokens used the budget up: no third request was made.
+    assert_eq!(a.mem.payloads("rb2", "model_request_created").len(), 2);
+    let completed = a.mem.payloads("rb2", "model_completed");
+    assert_eq!(completed[0]["usage"]["totalTokens"], 500);
+    assert_eq!(completed[1]["runTokensUsed"], 1000);
+    let stopped = a.mem.payloads("rb2", "run_budget_exhausted");
+    assert_eq!(stopped.len(), 1);
+    assert_eq!(stopped[0]["tokensUsed"], 1000);
+    assert_eq!(stopped[0]["maxModelTokens"], 1000);
+    assert_eq!(
+        a.mem.message("rb2").as_deref(),
+        Some("42"),
+        "auto-published"
+    );
+}
+
+#[tokio::test]
+async fn a_host_driven_call_over_the_runs_budget_is_refused_and_the_agent_can_still_finish() {
+    let a = alone().await;
+    // The run's creator lowers the profile's budget of 50 calls to 2.
+    a.mem
+        .put_profile(agent("writer", json!({"runBudget": {"maxToolCalls": 50}})));
+    let run =
+        a.rt.create_run(NewRun {
+            run_id: "rb3".into(),
+            profile_id: "writer".into(),
+            visible_roots: vec!["output/".into()],
+            writable_roots: vec!["output/".into()],
+            driver: Some(toolplane_runtime::state::Driver::Host),
+            run_budget: toolplane_core::run_budget::RunBudgetLimits {
+                max_tool_calls: Some(2),
+                max_model_tokens: None,
+            },
+            ..NewRun::default()
+        })
+        .await
+        .unwrap();
+    let opened =
+        a.rt.open_invocation(
+            &run,
+            "",
+            toolplane_core::snapshot::ExitPolicy::Root,
+            toolplane_model::ProviderFormat::OpenAiChat,
+            toolplane_core::turn::ToolChoice::Auto,
+            toolplane_runtime::state::Driver::Host,
+        )
+        .await
+        .unwrap();
+    let write = json!({"path": "output/main.md", "content": "42"});
+    let first = a
+        .first_turn(
+            &opened,
+            &calls(&[
+                ("c1", "workspace_write_file", write),
+                ("c2", "dice_roll", json!({"notation": "d6"})),
+                ("c3", "dice_roll", json!({"notation": "d6"})),
+            ]),
+        )
+        .await
+        .unwrap();
+    let refused = &first.outcome.results[2];
+    assert_eq!(
+        refused.error_code.as_deref(),
+        Some(codes::AGENT_RUN_BUDGET_EXHAUSTED.as_str())
+    );
+    assert!(refused.content.contains("all 2 of its tool calls"));
+    assert_eq!(
+        first.status,
+        InvocationStatus::Open,
+        "a refusal is recoverable"
+    );
+    assert_eq!(
+        a.mem.payloads("rb3", "run_budget_set")[0]["maxToolCalls"],
+        2
+    );
+    assert_eq!(a.mem.payloads("rb3", "run_budget_exhausted").len(), 1);
+
+    // Commit and finish are not counted: the agent wraps up with what it has.
+    let last = host_turn(
+        &a.rt,
+        &opened.invocation,
+        first.next_turn_id.as_deref().unwrap(),
+        &calls(&[
+            ("c4", "workspace_commit", json!({})),
+            ("c5", "workspace_finish", json!({"summary": "done"})),
+        ]),
+    )
+    .await
+    .unwrap();
+    assert!(last.outcome.results.iter().all(|r| !r.is_error));
+    assert_eq!(run.snapshot().status, RunStatus::Completed);
+    assert_eq!(a.mem.message("rb3").as_deref(), Some("42"));
 }

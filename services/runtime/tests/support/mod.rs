@@ -28,7 +28,10 @@ use toolplane_runtime::context::{Ports, Runtime};
 use toolplane_runtime::lifecycle::{NewRun, Opened};
 use toolplane_runtime::model::provider::{CallError, Endpoint, ModelClient};
 use toolplane_runtime::pipeline::HostTurn;
-use toolplane_runtime::state::{AuditObject, Driver, Invocation, JournalAppend, Level, RunStatus};
+use toolplane_runtime::runloop::{self, RunStart};
+use toolplane_runtime::state::{
+    AuditObject, Driver, Invocation, JournalAppend, Level, Run, RunStatus,
+};
 use toolplane_runtime::{RuntimeConfig, RuntimeError};
 use toolplane_store::{MemoryStore, StoreOptions};
 
@@ -534,6 +537,18 @@ pub fn scripted(turns: Value) -> Endpoint {
     }
 }
 
+/// A runtime-driven run of the `writer` profile in `output/`, asked "What is the answer?".
+pub fn writer_run(run_id: &str) -> NewRun {
+    NewRun {
+        run_id: run_id.into(),
+        profile_id: "writer".into(),
+        visible_roots: vec!["output/".into()],
+        writable_roots: vec!["output/".into()],
+        initial_user_message: "What is the answer?".into(),
+        ..NewRun::default()
+    }
+}
+
 /// One scripted assistant turn calling `calls` (`(alias, arguments)`).
 pub fn turn(calls: &[(&str, Value)]) -> Value {
     json!({"tool_calls": calls.iter().map(|(name, args)| json!({"function": {"name": name, "arguments": args}})).collect::<Vec<_>>()})
@@ -570,6 +585,16 @@ impl Alone {
             )
             .await
             .unwrap()
+    }
+
+    /// Starts a runtime-driven run on `model`, with its profile's round limit.
+    pub async fn start(&self, run: NewRun, model: Endpoint) -> Arc<Run> {
+        let start = RunStart {
+            run,
+            endpoint: Some(model),
+            max_rounds: 0,
+        };
+        runloop::start(self.rt.clone(), start).await.unwrap()
     }
 
     /// The first host-driven turn of an opened invocation: see [`host_turn`].
