@@ -175,6 +175,8 @@ codes! {
     // The request gate and the loop.
     AGENT_TOOL_BUDGET_EXHAUSTED = ("agent.tool_budget_exhausted", Recoverable,
         "the invocation's total or this tool's call budget is used up");
+    AGENT_RUN_BUDGET_EXHAUSTED = ("agent.run_budget_exhausted", Recoverable,
+        "the run's tool-call or model-token budget, shared by all its invocations and children, is used up");
     AGENT_TOOL_AFTER_FINISH = ("agent.tool_after_finish", Recoverable,
         "a terminal tool (finish, handoff, task.return) was not the last call of its turn, or a call followed one");
     AGENT_MAX_TOOL_ROUNDS_EXCEEDED = ("agent.max_tool_rounds_exceeded", System,

@@ -75,6 +75,19 @@ impl ToolRequestGate {
         turn: &ToolTurnContract,
         call: &ToolInvocation,
     ) -> Result<Reservation, CoreError> {
+        self.check_and_reserve_within(turn, call, || Ok(()))
+    }
+
+    /// [`ToolRequestGate::check_and_reserve`] inside a budget beyond the invocation (the run's):
+    /// `outer` is asked once every check of this gate has passed, and reserves the call there; the
+    /// call is reserved here only when it agrees. So a contract violation is still found first,
+    /// and a call the outer budget refuses takes nothing from this invocation's budgets.
+    pub fn check_and_reserve_within(
+        &mut self,
+        turn: &ToolTurnContract,
+        call: &ToolInvocation,
+        outer: impl FnOnce() -> Result<(), CoreError>,
+    ) -> Result<Reservation, CoreError> {
         let tool = &call.tool_id;
         if turn.invocation_id() != self.invocation_id {
             return Err(CoreError::new(
@@ -144,6 +157,7 @@ impl ToolRequestGate {
                 ),
             ));
         }
+        outer()?;
         budget.used += 1;
         self.used_total += 1;
         Ok(Reservation {

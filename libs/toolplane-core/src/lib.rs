@@ -29,6 +29,7 @@ pub mod lexpath;
 pub mod policy;
 pub mod profile;
 pub mod result;
+pub mod run_budget;
 pub mod schema;
 pub mod selector;
 pub mod snapshot;

@@ -18,6 +18,7 @@ use crate::error::{
     PROFILE_RUNTIME_ONLY_TOOL,
 };
 use crate::id::{ToolId, valid_segment};
+use crate::run_budget::RunBudgetLimits;
 use crate::selector::ToolSelector;
 
 /// The visible/writable roots a run workspace can have; a profile may only narrow them.
@@ -61,6 +62,10 @@ pub struct Profile {
     /// children and handoff targets).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<ModelEndpoint>,
+    /// The budget of a whole run this profile is the root of: its invocations, handoff targets
+    /// and delegated children together. Absent limits are no limit.
+    #[serde(default, skip_serializing_if = "RunBudgetLimits::is_unlimited")]
+    pub run_budget: RunBudgetLimits,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -350,6 +355,9 @@ impl Profile {
             limit("tools.maxCallsPerTool", n, 10_000)?;
         }
         t.cycle.validate()?;
+        self.run_budget
+            .validate("runBudget")
+            .map_err(|why| CoreError::new(PROFILE_INVALID_LIMIT, why))?;
         for (key, o) in &t.overrides {
             let sel = ToolSelector::parse(key)?;
             if !sel.is_single_tool() {
@@ -553,6 +561,27 @@ mod tests {
         assert_eq!(p.workspace.visible_roots.len(), 5);
         let round: Profile = serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
         assert_eq!(round, p);
+    }
+
+    #[test]
+    fn a_run_budget_is_read_and_its_limits_checked() {
+        let p = Profile::from_json(
+            r#"{"id":"a","tools":{"allow":[]},"runBudget":{"maxToolCalls":500,"maxModelTokens":2000000}}"#,
+        )
+        .unwrap();
+        assert_eq!(p.run_budget.max_tool_calls, Some(500));
+        assert_eq!(p.run_budget.max_model_tokens, Some(2_000_000));
+        for bad in [
+            r#"{"id":"a","tools":{"allow":[]},"runBudget":{"maxToolCalls":0}}"#,
+            r#"{"id":"a","tools":{"allow":[]},"runBudget":{"maxModelTokens":0}}"#,
+        ] {
+            assert_eq!(
+                Profile::from_json(bad).unwrap_err().code,
+                PROFILE_INVALID_LIMIT
+            );
+        }
+        let typo = r#"{"id":"a","tools":{"allow":[]},"runBudget":{"maxCalls":5}}"#;
+        assert_eq!(Profile::from_json(typo).unwrap_err().code, PROFILE_INVALID);
     }
 
     #[test]

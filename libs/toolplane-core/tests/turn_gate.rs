@@ -351,3 +351,47 @@ fn budget_boundaries() {
         );
     }
 }
+
+/// A budget beyond the invocation (the run's) is asked only after the gate's own checks, and a
+/// call it refuses takes nothing from the invocation's budget; a contract violation is still the
+/// gate's answer, whatever the outer budget would say.
+#[test]
+fn an_outer_budget_refuses_after_the_gates_checks_and_consumes_nothing() {
+    let s = snapshot(json!({"allow": ["builtin:dice.roll"], "maxCallsPerInvocation": 5}));
+    let turn = ToolTurnContract::all(&s, 1, ToolChoice::Auto).unwrap();
+    let calls = turn
+        .decode(vec![call(Some("a"), "dice_roll")], CallIdPolicy::Required)
+        .unwrap();
+    let mut gate = ToolRequestGate::new(&s);
+    let outer = || {
+        Err(toolplane_core::error::CoreError::new(
+            toolplane_core::error::AGENT_RUN_BUDGET_EXHAUSTED,
+            "the run's calls are used up",
+        ))
+    };
+    let e = gate
+        .check_and_reserve_within(&turn, &calls[0], outer)
+        .unwrap_err();
+    assert_eq!(e.code, toolplane_core::error::AGENT_RUN_BUDGET_EXHAUSTED);
+    assert_eq!(e.class(), ErrorClass::Recoverable);
+    assert_eq!(gate.used_total(), 0);
+    assert!(
+        gate.check_and_reserve_within(&turn, &calls[0], || Ok(()))
+            .is_ok()
+    );
+    assert_eq!(gate.used_total(), 1);
+
+    let none = ToolTurnContract::all(&s, 2, ToolChoice::None).unwrap();
+    let mut asked = false;
+    let e = gate
+        .check_and_reserve_within(&none, &calls[0], || {
+            asked = true;
+            Ok(())
+        })
+        .unwrap_err();
+    assert_eq!(e.code, MODEL_TOOL_CHOICE_VIOLATED);
+    assert!(
+        !asked,
+        "the outer budget is not asked about a call the gate refuses"
+    );
+}

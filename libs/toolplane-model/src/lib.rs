@@ -25,6 +25,7 @@ pub mod format;
 pub mod gemini;
 pub mod openai_chat;
 pub mod openai_responses;
+pub mod usage;
 mod wire;
 
 use serde_json::{Map, Value, json};
@@ -35,6 +36,7 @@ use toolplane_core::snapshot::InvocationToolSnapshot;
 use toolplane_core::turn::ToolTurnContract;
 
 pub use format::{ProviderFormat, UnknownProviderFormat};
+pub use usage::Usage;
 pub use wire::{MAX_ASSISTANT_TEXT_BYTES, MAX_RESPONSE_BYTES, MAX_RESPONSE_ITEMS};
 
 /// One model turn decoded through its contract.
@@ -50,6 +52,9 @@ pub struct DecodedTurn {
     /// verbatim where the provider needs it — Anthropic thinking signatures, Gemini thought
     /// signatures, Responses reasoning items — so nothing the provider asked back is lost.
     pub history: Vec<Value>,
+    /// The tokens the response says it cost, when it is a whole response that reports them
+    /// ([`usage`]).
+    pub usage: Option<usage::Usage>,
 }
 
 /// The request fields that advertise a turn's tools and its tool choice, to merge into the
@@ -111,6 +116,7 @@ pub fn decode_calls(
         invocations,
         assistant_text: parsed.text.into_option(),
         history: parsed.history,
+        usage: usage::reported(format, response),
     })
 }
 

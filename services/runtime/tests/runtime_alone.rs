@@ -7,11 +7,9 @@
 mod support;
 
 use serde_json::json;
-use support::{agent, alone, calls, eventually, scripted, turn};
+use support::{agent, alone, calls, eventually, host_turn, scripted, turn, writer_run};
 use toolplane_core::error as codes;
-use toolplane_model::ProviderFormat;
 use toolplane_runtime::lifecycle::NewRun;
-use toolplane_runtime::runloop::{self, RunStart};
 use toolplane_runtime::state::{InvocationStatus, RunStatus};
 
 #[tokio::test]
@@ -21,28 +19,18 @@ async fn calls_for_a_stale_turn_are_refused_and_an_unknown_alias_fails_the_invoc
     let opened = a.host_run("r1", "writer").await;
     let inv = &opened.invocation;
 
-    let stale =
-        a.rt.execute_host_turn(
-            inv,
-            &format!("{}:7", inv.id),
-            ProviderFormat::OpenAiChat,
-            &calls(&[("c1", "dice_roll", json!({"notation": "d6"}))]),
-            None,
-            None,
-        )
-        .await
-        .unwrap_err();
+    let stale = host_turn(
+        &a.rt,
+        inv,
+        &format!("{}:7", inv.id),
+        &calls(&[("c1", "dice_roll", json!({"notation": "d6"}))]),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(stale.code(), codes::RUNTIME_STALE_TURN);
 
-    let unknown =
-        a.rt.execute_host_turn(
-            inv,
-            &opened.turn_id,
-            ProviderFormat::OpenAiChat,
-            &calls(&[("c1", "no_such_tool", json!({}))]),
-            None,
-            None,
-        )
+    let unknown = a
+        .first_turn(&opened, &calls(&[("c1", "no_such_tool", json!({}))]))
         .await
         .unwrap_err();
     assert_eq!(unknown.code(), codes::MODEL_UNKNOWN_TOOL_ALIAS);
@@ -58,16 +46,11 @@ async fn finishing_before_committing_is_refused_then_commit_and_finish_complete_
     a.mem.put_profile(agent("writer", json!({})));
     let opened = a.host_run("r2", "writer").await;
     let inv = &opened.invocation;
-    let fmt = ProviderFormat::OpenAiChat;
 
-    let early =
-        a.rt.execute_host_turn(
-            inv,
-            &opened.turn_id,
-            fmt,
+    let early = a
+        .first_turn(
+            &opened,
             &calls(&[("c1", "workspace_finish", json!({"summary": "done"}))]),
-            None,
-            None,
         )
         .await
         .unwrap();
@@ -80,38 +63,32 @@ async fn finishing_before_committing_is_refused_then_commit_and_finish_complete_
     assert!(refusal.content.contains("workspace_commit"));
     assert_eq!(early.status, InvocationStatus::Open);
 
-    let write =
-        a.rt.execute_host_turn(
-            inv,
-            early.next_turn_id.as_deref().unwrap(),
-            fmt,
-            &calls(&[
-                (
-                    "c2",
-                    "workspace_write_file",
-                    json!({"path": "output/main.md", "content": "The answer is 42."}),
-                ),
-                ("c3", "workspace_commit", json!({})),
-            ]),
-            None,
-            None,
-        )
-        .await
-        .unwrap();
+    let write = host_turn(
+        &a.rt,
+        inv,
+        early.next_turn_id.as_deref().unwrap(),
+        &calls(&[
+            (
+                "c2",
+                "workspace_write_file",
+                json!({"path": "output/main.md", "content": "The answer is 42."}),
+            ),
+            ("c3", "workspace_commit", json!({})),
+        ]),
+    )
+    .await
+    .unwrap();
     assert!(write.outcome.results.iter().all(|r| !r.is_error));
     assert_eq!(a.mem.message("r2").as_deref(), Some("The answer is 42."));
 
-    let finish =
-        a.rt.execute_host_turn(
-            inv,
-            write.next_turn_id.as_deref().unwrap(),
-            fmt,
-            &calls(&[("c4", "workspace_finish", json!({"summary": "done"}))]),
-            None,
-            None,
-        )
-        .await
-        .unwrap();
+    let finish = host_turn(
+        &a.rt,
+        inv,
+        write.next_turn_id.as_deref().unwrap(),
+        &calls(&[("c4", "workspace_finish", json!({"summary": "done"}))]),
+    )
+    .await
+    .unwrap();
     assert_eq!(finish.status, InvocationStatus::Finished);
     assert_eq!(finish.next_turn_id, None);
     assert_eq!(
@@ -135,17 +112,13 @@ async fn a_finishing_tool_must_be_the_last_call_of_its_turn() {
     let a = alone().await;
     a.mem.put_profile(agent("writer", json!({})));
     let opened = a.host_run("r3", "writer").await;
-    let turn =
-        a.rt.execute_host_turn(
-            &opened.invocation,
-            &opened.turn_id,
-            ProviderFormat::OpenAiChat,
+    let turn = a
+        .first_turn(
+            &opened,
             &calls(&[
                 ("c1", "workspace_finish", json!({"summary": "early"})),
                 ("c2", "dice_roll", json!({"notation": "d6"})),
             ]),
-            None,
-            None,
         )
         .await
         .unwrap();
@@ -169,17 +142,14 @@ async fn an_invocation_that_uses_all_its_rounds_fails_with_the_round_budget() {
     let mut turn_id = opened.turn_id.clone();
     let mut last = None;
     for i in 0..2 {
-        let t =
-            a.rt.execute_host_turn(
-                inv,
-                &turn_id,
-                ProviderFormat::OpenAiChat,
-                &calls(&[(&format!("c{i}"), "dice_roll", json!({"notation": "d6"}))]),
-                None,
-                None,
-            )
-            .await
-            .unwrap();
+        let t = host_turn(
+            &a.rt,
+            inv,
+            &turn_id,
+            &calls(&[(&format!("c{i}"), "dice_roll", json!({"notation": "d6"}))]),
+        )
+        .await
+        .unwrap();
         if let Some(next) = &t.next_turn_id {
             turn_id = next.clone();
         }
@@ -206,17 +176,14 @@ async fn the_same_write_repeated_is_warned_about_then_stops_the_invocation() {
     let write = json!({"path": "output/x.md", "content": "same"});
     let mut warned = false;
     for i in 0..20 {
-        let t =
-            a.rt.execute_host_turn(
-                inv,
-                &turn_id,
-                ProviderFormat::OpenAiChat,
-                &calls(&[(&format!("c{i}"), "workspace_write_file", write.clone())]),
-                None,
-                None,
-            )
-            .await
-            .unwrap();
+        let t = host_turn(
+            &a.rt,
+            inv,
+            &turn_id,
+            &calls(&[(&format!("c{i}"), "workspace_write_file", write.clone())]),
+        )
+        .await
+        .unwrap();
         warned |= t.outcome.results[0].content.contains("times in a row");
         match t.next_turn_id {
             Some(next) => turn_id = next,
@@ -248,19 +215,14 @@ async fn a_handoff_passes_the_run_and_later_calls_of_the_old_owner_are_not_run()
     a.mem.put_profile(agent("a", json!({})));
     a.mem.put_profile(agent("b", json!({})));
     let opened = a.host_run("r6", "a").await;
-    let inv = &opened.invocation;
-    let turn =
-        a.rt.execute_host_turn(
-            inv,
-            &opened.turn_id,
-            ProviderFormat::OpenAiChat,
+    let turn = a
+        .first_turn(
+            &opened,
             &calls(&[(
                 "c1",
                 "agent_handoff",
                 json!({"agentId": "b", "brief": "Finish the report."}),
             )]),
-            None,
-            None,
         )
         .await
         .unwrap();
@@ -271,14 +233,10 @@ async fn a_handoff_passes_the_run_and_later_calls_of_the_old_owner_are_not_run()
     let run = a.rt.run("r6").unwrap().snapshot();
     assert_eq!(run.active_invocation_id, handoff.opened.invocation.id);
 
-    let after =
-        a.rt.execute_host_turn(
-            inv,
-            &opened.turn_id,
-            ProviderFormat::OpenAiChat,
+    let after = a
+        .first_turn(
+            &opened,
             &calls(&[("c2", "dice_roll", json!({"notation": "d6"}))]),
-            None,
-            None,
         )
         .await
         .unwrap();
@@ -302,18 +260,14 @@ async fn a_handoff_to_an_agent_that_refuses_handoffs_is_answered_not_carried_out
         json!({"delegation": {"callable": true, "allowAsHandoffTarget": false}}),
     ));
     let opened = a.host_run("r7", "a").await;
-    let turn =
-        a.rt.execute_host_turn(
-            &opened.invocation,
-            &opened.turn_id,
-            ProviderFormat::OpenAiChat,
+    let turn = a
+        .first_turn(
+            &opened,
             &calls(&[(
                 "c1",
                 "agent_handoff",
                 json!({"agentId": "closed", "brief": "Take over."}),
             )]),
-            None,
-            None,
         )
         .await
         .unwrap();
@@ -350,37 +304,29 @@ async fn a_delegated_task_runs_on_its_own_model_and_its_result_reaches_the_paren
     a.mem.put_profile(agent("lead", json!({})));
     let opened = a.host_run("r8", "lead").await;
     let inv = &opened.invocation;
-    let fmt = ProviderFormat::OpenAiChat;
 
-    let delegated =
-        a.rt.execute_host_turn(
-            inv,
-            &opened.turn_id,
-            fmt,
+    let delegated = a
+        .first_turn(
+            &opened,
             &calls(&[(
                 "c1",
                 "agent_delegate",
                 json!({"agentId": "worker", "task": "Find the answer."}),
             )]),
-            None,
-            None,
         )
         .await
         .unwrap();
     assert!(!delegated.outcome.results[0].is_error);
     assert!(delegated.outcome.results[0].content.contains("task-1"));
 
-    let awaited =
-        a.rt.execute_host_turn(
-            inv,
-            delegated.next_turn_id.as_deref().unwrap(),
-            fmt,
-            &calls(&[("c2", "agent_await", json!({"taskIds": ["task-1"]}))]),
-            None,
-            None,
-        )
-        .await
-        .unwrap();
+    let awaited = host_turn(
+        &a.rt,
+        inv,
+        delegated.next_turn_id.as_deref().unwrap(),
+        &calls(&[("c2", "agent_await", json!({"taskIds": ["task-1"]}))]),
+    )
+    .await
+    .unwrap();
     let answer = &awaited.outcome.results[0];
     assert!(!answer.is_error, "{}", answer.content);
     assert!(
@@ -423,23 +369,7 @@ async fn a_runtime_driven_run_recovers_from_a_plain_text_answer_and_finishes() {
         turn(&[("workspace_commit", json!({"path": "output/direct_output.md"}))]),
         turn(&[("workspace_finish", json!({"summary": "done"}))]),
     ]));
-    let run = runloop::start(
-        a.rt.clone(),
-        RunStart {
-            run: NewRun {
-                run_id: "r9".into(),
-                profile_id: "writer".into(),
-                visible_roots: vec!["output/".into()],
-                writable_roots: vec!["output/".into()],
-                initial_user_message: "What is the answer?".into(),
-                ..NewRun::default()
-            },
-            endpoint: Some(model),
-            max_rounds: 0,
-        },
-    )
-    .await
-    .unwrap();
+    let run = a.start(writer_run("r9"), model).await;
     assert!(
         eventually(|| run.snapshot().status.is_terminal()).await,
         "the run ends"
@@ -467,14 +397,10 @@ async fn a_cancelled_run_ends_cancelled_and_takes_no_more_calls() {
     a.rt.cancel_run(&run, "user stopped it").await.unwrap();
     assert_eq!(run.snapshot().status, RunStatus::Cancelled);
     assert_eq!(a.mem.sealed("r10"), Some(RunStatus::Cancelled));
-    let refused =
-        a.rt.execute_host_turn(
-            &opened.invocation,
-            &opened.turn_id,
-            ProviderFormat::OpenAiChat,
+    let refused = a
+        .first_turn(
+            &opened,
             &calls(&[("c1", "dice_roll", json!({"notation": "d6"}))]),
-            None,
-            None,
         )
         .await
         .unwrap_err();
@@ -514,15 +440,8 @@ async fn the_first_answer_written_is_published_once_before_any_commit() {
             json!({"path": "output/main.md", "content": text}),
         )])
     };
-    let first =
-        a.rt.execute_host_turn(
-            &opened.invocation,
-            &opened.turn_id,
-            ProviderFormat::OpenAiChat,
-            &write("c1", "Draft one."),
-            None,
-            None,
-        )
+    let first = a
+        .first_turn(&opened, &write("c1", "Draft one."))
         .await
         .unwrap();
     assert_eq!(a.mem.message("r12").as_deref(), Some("Draft one."));
@@ -530,13 +449,11 @@ async fn the_first_answer_written_is_published_once_before_any_commit() {
     assert_eq!(published.len(), 1);
     assert_eq!(published[0]["auto"], true);
 
-    a.rt.execute_host_turn(
+    host_turn(
+        &a.rt,
         &opened.invocation,
         first.next_turn_id.as_deref().unwrap(),
-        ProviderFormat::OpenAiChat,
         &write("c2", "Draft two."),
-        None,
-        None,
     )
     .await
     .unwrap();
@@ -553,18 +470,14 @@ async fn delegating_to_an_agent_without_a_model_is_refused_and_journalled() {
     a.mem.put_profile(agent("lead", json!({})));
     a.mem.put_profile(agent("idle", json!({})));
     let opened = a.host_run("r13", "lead").await;
-    let turn =
-        a.rt.execute_host_turn(
-            &opened.invocation,
-            &opened.turn_id,
-            ProviderFormat::OpenAiChat,
+    let turn = a
+        .first_turn(
+            &opened,
             &calls(&[(
                 "c1",
                 "agent_delegate",
                 json!({"agentId": "idle", "task": "Anything."}),
             )]),
-            None,
-            None,
         )
         .await
         .unwrap();
@@ -594,23 +507,7 @@ async fn start_scripted(
         turn(&[("workspace_finish", json!({"summary": "done"}))]),
     ]));
     model.max_retries = retries;
-    runloop::start(
-        a.rt.clone(),
-        RunStart {
-            run: NewRun {
-                run_id: run_id.into(),
-                profile_id: "writer".into(),
-                visible_roots: vec!["output/".into()],
-                writable_roots: vec!["output/".into()],
-                initial_user_message: "What is the answer?".into(),
-                ..NewRun::default()
-            },
-            endpoint: Some(model),
-            max_rounds: 0,
-        },
-    )
-    .await
-    .unwrap()
+    a.start(writer_run(run_id), model).await
 }
 
 #[tokio::test]
@@ -632,14 +529,16 @@ async fn a_model_that_keeps_failing_fails_the_run_after_its_retries() {
     a.mem.put_profile(agent("writer", json!({})));
     a.mem.fail_model_calls(100);
     let run = start_scripted(&a, "r15", 2).await;
+    assert_failed_with(&run, codes::MODEL_CALL_FAILED).await;
+    assert_eq!(a.mem.payloads("r15", "model_call_attempt_started").len(), 3);
+}
+
+/// Waits (at most two seconds) for `run` to end, and checks it failed with `code`.
+async fn assert_failed_with(run: &toolplane_runtime::state::Run, code: codes::ErrorCode) {
     assert!(eventually(|| run.snapshot().status.is_terminal()).await);
     let record = run.snapshot();
     assert_eq!(record.status, RunStatus::Failed);
-    assert_eq!(
-        record.failure.unwrap().code,
-        codes::MODEL_CALL_FAILED.as_str()
-    );
-    assert_eq!(a.mem.payloads("r15", "model_call_attempt_started").len(), 3);
+    assert_eq!(record.failure.unwrap().code, code.as_str());
 }
 
 /// A tool of an external host whose input schema wants `{"query": string ≤ 20, "limit" ≥ 1}`.
@@ -668,12 +567,9 @@ async fn arguments_that_break_an_external_tools_schema_are_answered_and_never_se
         json!({"tools": {"allow": ["ext/crm:*", "builtin:workspace.*"]}}),
     ));
     let opened = a.host_run("rs1", "clerk").await;
-    let inv = &opened.invocation;
-    let turn =
-        a.rt.execute_host_turn(
-            inv,
-            &opened.turn_id,
-            ProviderFormat::OpenAiChat,
+    let turn = a
+        .first_turn(
+            &opened,
             &calls(&[
                 (
                     "c1",
@@ -682,8 +578,6 @@ async fn arguments_that_break_an_external_tools_schema_are_answered_and_never_se
                 ),
                 ("c2", "ext__crm__lookup", json!({"query": "acme"})),
             ]),
-            None,
-            None,
         )
         .await
         .unwrap();
@@ -732,17 +626,13 @@ async fn an_mcp_result_that_breaks_its_output_schema_is_a_recoverable_error() {
         json!({"tools": {"allow": ["mcp:weather/*"]}}),
     ));
     let opened = a.host_run("rs2", "forecaster").await;
-    let turn =
-        a.rt.execute_host_turn(
-            &opened.invocation,
-            &opened.turn_id,
-            ProviderFormat::OpenAiChat,
+    let turn = a
+        .first_turn(
+            &opened,
             &calls(&[
                 ("c1", "mcp__weather__good", json!({})),
                 ("c2", "mcp__weather__bad", json!({})),
             ]),
-            None,
-            None,
         )
         .await
         .unwrap();
@@ -774,17 +664,15 @@ async fn a_cancel_does_not_wait_for_a_slow_workspace_tool() {
         opened.turn_id.clone(),
     );
     let turn = tokio::spawn(async move {
-        rt.execute_host_turn(
+        host_turn(
+            &rt,
             &inv,
             &turn_id,
-            ProviderFormat::OpenAiChat,
             &calls(&[(
                 "c1",
                 "workspace_write_file",
                 json!({"path": support::SLOW_PATH, "content": "x"}),
             )]),
-            None,
-            None,
         )
         .await
     });
@@ -808,4 +696,194 @@ async fn a_cancel_does_not_wait_for_a_slow_workspace_tool() {
     let at = |k: &str| kinds.iter().position(|x| x == k);
     assert!(at("tool_call_failed").is_some(), "{kinds:?}");
     assert!(at("tool_call_failed") < at("run_cancelled"), "{kinds:?}");
+}
+
+/// The number of tool calls of run `run` that its call budget let through: every call answered,
+/// except the ones refused for the run's budget.
+fn calls_let_through(a: &support::Alone, run: &str) -> usize {
+    ["tool_call_completed", "tool_call_failed"]
+        .iter()
+        .flat_map(|k| a.mem.payloads(run, k))
+        .filter(|p| p["errorCode"] != codes::AGENT_RUN_BUDGET_EXHAUSTED.as_str())
+        .count()
+}
+
+#[tokio::test]
+async fn a_run_whose_children_together_exceed_its_call_budget_is_stopped() {
+    let a = alone().await;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("worker.json");
+    let roll = || turn(&[("dice_roll", json!({"notation": "d6"}))]);
+    let returns = turn(&[("task_return", json!({"summary": "rolled"}))]);
+    std::fs::write(
+        &script,
+        json!([roll(), roll(), roll(), returns]).to_string(),
+    )
+    .unwrap();
+    a.mem.put_profile(agent(
+        "worker",
+        json!({"model": {"kind": "scripted", "script": script.display().to_string()}}),
+    ));
+    // Each child alone would stay within its own invocation's 200 calls.
+    a.mem
+        .put_profile(agent("lead", json!({"runBudget": {"maxToolCalls": 4}})));
+    let delegate = |n: &str| {
+        (
+            "agent_delegate",
+            json!({"agentId": "worker", "task": format!("Roll three times ({n}).")}),
+        )
+    };
+    let model = scripted(json!([
+        turn(&[delegate("a"), delegate("b")]),
+        turn(&[("agent_await", json!({}))]),
+        turn(&[("workspace_finish", json!({"summary": "done"}))]),
+    ]));
+    let run = a
+        .start(
+            NewRun {
+                run_id: "rb1".into(),
+                profile_id: "lead".into(),
+                background: true,
+                initial_user_message: "Have two workers roll dice.".into(),
+                ..NewRun::default()
+            },
+            model,
+        )
+        .await;
+    assert_failed_with(&run, codes::AGENT_RUN_BUDGET_EXHAUSTED).await;
+    // Two delegations, the children's rolls and the await together: four ran, the rest were
+    // refused with the run's budget, and no finish came.
+    assert_eq!(calls_let_through(&a, "rb1"), 4);
+    let refused: Vec<_> = a
+        .mem
+        .payloads("rb1", "tool_call_failed")
+        .into_iter()
+        .filter(|p| p["errorCode"] == codes::AGENT_RUN_BUDGET_EXHAUSTED.as_str())
+        .collect();
+    assert!(!refused.is_empty());
+    assert!(
+        refused.iter().any(|p| p["toolId"] == "builtin:dice.roll"),
+        "a child's call was refused: {refused:?}"
+    );
+    let stopped = a.mem.payloads("rb1", "run_budget_exhausted");
+    assert!(!stopped.is_empty());
+    assert_eq!(stopped[0]["maxToolCalls"], 4);
+    assert!(!a.mem.kinds("rb1").contains(&"run_completed".to_owned()));
+}
+
+#[tokio::test]
+async fn model_tokens_reported_by_the_provider_stop_a_runtime_driven_run() {
+    let a = alone().await;
+    a.mem.put_profile(agent(
+        "writer",
+        json!({"runBudget": {"maxModelTokens": 1000}}),
+    ));
+    let usage = json!({"prompt_tokens": 400, "completion_tokens": 100, "total_tokens": 500});
+    let with_usage = |mut t: serde_json::Value| {
+        t["usage"] = usage.clone();
+        t
+    };
+    let model = scripted(json!([
+        with_usage(turn(&[(
+            "workspace_write_file",
+            json!({"path": "output/main.md", "content": "42"})
+        )])),
+        with_usage(turn(&[("dice_roll", json!({"notation": "d6"}))])),
+        with_usage(turn(&[("workspace_commit", json!({}))])),
+        with_usage(turn(&[("workspace_finish", json!({"summary": "done"}))])),
+    ]));
+    let run = a.start(writer_run("rb2"), model).await;
+    assert_failed_with(&run, codes::AGENT_RUN_BUDGET_EXHAUSTED).await;
+    // Two responses of 500 tokens used the budget up: no third request was made.
+    assert_eq!(a.mem.payloads("rb2", "model_request_created").len(), 2);
+    let completed = a.mem.payloads("rb2", "model_completed");
+    assert_eq!(completed[0]["usage"]["totalTokens"], 500);
+    assert_eq!(completed[1]["runTokensUsed"], 1000);
+    let stopped = a.mem.payloads("rb2", "run_budget_exhausted");
+    assert_eq!(stopped.len(), 1);
+    assert_eq!(stopped[0]["tokensUsed"], 1000);
+    assert_eq!(stopped[0]["maxModelTokens"], 1000);
+    assert_eq!(
+        a.mem.message("rb2").as_deref(),
+        Some("42"),
+        "auto-published"
+    );
+}
+
+#[tokio::test]
+async fn a_host_driven_call_over_the_runs_budget_is_refused_and_the_agent_can_still_finish() {
+    let a = alone().await;
+    // The run's creator lowers the profile's budget of 50 calls to 2.
+    a.mem
+        .put_profile(agent("writer", json!({"runBudget": {"maxToolCalls": 50}})));
+    let run =
+        a.rt.create_run(NewRun {
+            run_id: "rb3".into(),
+            profile_id: "writer".into(),
+            visible_roots: vec!["output/".into()],
+            writable_roots: vec!["output/".into()],
+            driver: Some(toolplane_runtime::state::Driver::Host),
+            run_budget: toolplane_core::run_budget::RunBudgetLimits {
+                max_tool_calls: Some(2),
+                max_model_tokens: None,
+            },
+            ..NewRun::default()
+        })
+        .await
+        .unwrap();
+    let opened =
+        a.rt.open_invocation(
+            &run,
+            "",
+            toolplane_core::snapshot::ExitPolicy::Root,
+            toolplane_model::ProviderFormat::OpenAiChat,
+            toolplane_core::turn::ToolChoice::Auto,
+            toolplane_runtime::state::Driver::Host,
+        )
+        .await
+        .unwrap();
+    let write = json!({"path": "output/main.md", "content": "42"});
+    let first = a
+        .first_turn(
+            &opened,
+            &calls(&[
+                ("c1", "workspace_write_file", write),
+                ("c2", "dice_roll", json!({"notation": "d6"})),
+                ("c3", "dice_roll", json!({"notation": "d6"})),
+            ]),
+        )
+        .await
+        .unwrap();
+    let refused = &first.outcome.results[2];
+    assert_eq!(
+        refused.error_code.as_deref(),
+        Some(codes::AGENT_RUN_BUDGET_EXHAUSTED.as_str())
+    );
+    assert!(refused.content.contains("all 2 of its tool calls"));
+    assert_eq!(
+        first.status,
+        InvocationStatus::Open,
+        "a refusal is recoverable"
+    );
+    assert_eq!(
+        a.mem.payloads("rb3", "run_budget_set")[0]["maxToolCalls"],
+        2
+    );
+    assert_eq!(a.mem.payloads("rb3", "run_budget_exhausted").len(), 1);
+
+    // Commit and finish are not counted: the agent wraps up with what it has.
+    let last = host_turn(
+        &a.rt,
+        &opened.invocation,
+        first.next_turn_id.as_deref().unwrap(),
+        &calls(&[
+            ("c4", "workspace_commit", json!({})),
+            ("c5", "workspace_finish", json!({"summary": "done"})),
+        ]),
+    )
+    .await
+    .unwrap();
+    assert!(last.outcome.results.iter().all(|r| !r.is_error));
+    assert_eq!(run.snapshot().status, RunStatus::Completed);
+    assert_eq!(a.mem.message("rb3").as_deref(), Some("42"));
 }

@@ -1,6 +1,7 @@
 //! Runs, run specs, failures and delegated tasks to and from the runtime service's messages.
 
 use toolplane_core::error::CoreError;
+use toolplane_core::run_budget::RunBudgetLimits;
 use toolplane_proto::v1 as pb;
 
 use super::run_tools_to_entries;
@@ -61,6 +62,7 @@ pub fn new_run_from_create(r: pb::CreateRunRequest) -> Result<NewRun, RuntimeErr
         system_prompt: String::new(),
         initial_user_message: String::new(),
         driver: Some(Driver::Host),
+        run_budget: run_budget(r.run_budget),
     })
 }
 
@@ -101,10 +103,20 @@ pub fn run_start(spec: pb::RunSpec, cfg: &RuntimeConfig) -> Result<RunStart, Run
             system_prompt: spec.system_prompt,
             initial_user_message: spec.initial_user_message,
             driver: Some(Driver::Runtime),
+            run_budget: run_budget(spec.run_budget),
         },
         endpoint,
         max_rounds: spec.max_rounds,
     })
+}
+
+/// A request's run budget; its limits are checked when the run is created.
+fn run_budget(b: Option<pb::RunBudget>) -> RunBudgetLimits {
+    let b = b.unwrap_or_default();
+    RunBudgetLimits {
+        max_tool_calls: b.max_tool_calls,
+        max_model_tokens: b.max_model_tokens,
+    }
 }
 
 pub fn failure_pb(f: &Failure) -> pb::ErrorInfo {

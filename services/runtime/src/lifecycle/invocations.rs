@@ -60,6 +60,19 @@ fn parse_policy<T: serde::de::DeserializeOwned + Default>(
     }
 }
 
+/// Fixes the run's budget when its root opens: the creator's limits narrowed by the root
+/// profile's `runBudget`. Journalled as `run_budget_set` when there is a limit.
+fn fix_run_budget(run: &Run, record: &RunRecord, profile: &Profile) -> Option<Event> {
+    let limits = record.run_budget.narrowest(profile.run_budget);
+    run.with_budget(|b| b.set_limits(limits));
+    (!limits.is_unlimited()).then(|| {
+        Event::new(
+            "run_budget_set",
+            json!({"maxToolCalls": limits.max_tool_calls, "maxModelTokens": limits.max_model_tokens, "profileId": profile.id}),
+        )
+    })
+}
+
 /// Refuses a request made under an epoch older than the run's.
 pub fn check_epoch(run: &Run, epoch: Option<u64>) -> Result<(), RuntimeError> {
     match epoch {
@@ -117,6 +130,9 @@ impl Runtime {
             &snapshot,
             &turn,
         ));
+        if record.root_invocation_id.is_empty() {
+            events.extend(fix_run_budget(run, &record, &resolved.profile));
+        }
         let snapshot_object = AuditObject {
             path: snapshot_path.clone(),
             content: snapshot_bytes,

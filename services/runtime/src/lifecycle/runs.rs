@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde_json::json;
 use toolplane_core::error as codes;
 use toolplane_core::policy::PlanNodePolicy;
+use toolplane_core::run_budget::RunBudgetLimits;
 use toolplane_store::Key;
 
 use crate::context::Runtime;
@@ -45,6 +46,8 @@ pub struct NewRun {
     pub system_prompt: String,
     pub initial_user_message: String,
     pub driver: Option<Driver>,
+    /// The run's own budget; the root profile's `runBudget` narrows it when the root opens.
+    pub run_budget: RunBudgetLimits,
 }
 
 fn valid_id(what: &str, id: &str) -> Result<(), RuntimeError> {
@@ -145,6 +148,9 @@ impl Runtime {
                 return Err(RuntimeError::invalid(format!("the {what} is over 1 MiB")));
             }
         }
+        p.run_budget
+            .validate("run_budget")
+            .map_err(RuntimeError::invalid)?;
         let plan_node_policy = match &p.plan_node_policy_json {
             Some(text) if !text.trim().is_empty() => Some(
                 serde_json::from_str(text)
@@ -465,6 +471,7 @@ fn new_record(p: NewRun, c: &Checked, created: &CreatedWorkspace) -> RunRecord {
         work_dir: p.work_dir,
         system_prompt: p.system_prompt,
         initial_user_message: p.initial_user_message,
+        run_budget: p.run_budget,
     }
 }
 

@@ -432,7 +432,8 @@ impl ModelClient {
     }
 
     /// The next scripted turn and how long the scripted model "thinks" before answering (a turn's
-    /// optional `delayMs`, at most 60 s).
+    /// optional `delayMs`, at most 60 s). A turn's optional `usage` (Chat Completions' `usage` object)
+    /// becomes the response's.
     fn scripted(&self, round: u32) -> Result<(String, Option<Duration>), CallError> {
         let Some(turns) = &self.endpoint.script else {
             return Err(CallError {
@@ -461,7 +462,12 @@ impl ModelClient {
             .and_then(Value::as_u64)
             .map(|ms| Duration::from_millis(ms.min(60_000)));
         let message = normalize_scripted_turn(turn, round);
-        let body = json!({"id": format!("scripted-{round}"), "object": "chat.completion", "model": "scripted", "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}).to_string();
+        let mut body = json!({"id": format!("scripted-{round}"), "object": "chat.completion", "model": "scripted", "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]});
+        // A turn's `usage` is reported as the response's, as a provider would.
+        if let Some(usage) = turn.get("usage") {
+            body["usage"] = usage.clone();
+        }
+        let body = body.to_string();
         Ok((body, delay))
     }
 }
@@ -474,6 +480,7 @@ fn normalize_scripted_turn(turn: &Value, round: u32) -> Value {
     };
     if let Some(obj) = m.as_object_mut() {
         obj.remove("delayMs");
+        obj.remove("usage");
         obj.entry("role").or_insert(json!("assistant"));
         obj.entry("content").or_insert(Value::Null);
         if let Some(Value::Array(calls)) = obj.get_mut("tool_calls") {

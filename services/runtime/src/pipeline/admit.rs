@@ -1,6 +1,7 @@
 //! Admission: whether a call may run at all in its place in the turn — a finishing tool must be
 //! the turn's last call and nothing runs after one, the arguments must be a JSON object, and the
-//! gate must accept the call against the turn contract and the invocation's budgets, and the
+//! gate must accept the call against the turn contract, the invocation's budgets and the run's
+//! (shared by all its invocations and children, docs/runtime.md "Run budgets"), and the
 //! arguments of a tool the plane does not execute itself (MCP, external hosts, sub-agents) must
 //! match its input schema. The schema is checked after the gate, so a call with wrong arguments
 //! counts against the budgets like any call the gate let through (as a builtin's does, which its
@@ -16,7 +17,7 @@ use toolplane_core::snapshot::ToolBinding;
 
 use crate::context::Runtime;
 use crate::error::RuntimeError;
-use crate::state::InvocationInner;
+use crate::state::{InvocationInner, Run};
 
 /// The refusal of a call out of order: after a finishing tool succeeded in this turn, or a
 /// finishing tool that is not the turn's last call.
@@ -51,6 +52,7 @@ pub fn in_order(
 /// A provider-contract violation is an error: the turn ends and the invocation fails.
 pub fn admit<'c>(
     rt: &Runtime,
+    run: &Run,
     inner: &mut InvocationInner,
     binding: &ToolBinding,
     call: &'c ToolInvocation,
@@ -67,7 +69,11 @@ pub fn admit<'c>(
         }
         ToolArguments::Object { value } => value,
     };
-    match inner.gate.check_and_reserve(&inner.turn, call) {
+    let within_run = || run.with_budget(|b| b.reserve_call(&call.tool_id));
+    match inner
+        .gate
+        .check_and_reserve_within(&inner.turn, call, within_run)
+    {
         Err(e) if e.class() == ErrorClass::ProviderContract => {
             rt.metrics.gate_refusal(e.code.as_str());
             Err(e.into())

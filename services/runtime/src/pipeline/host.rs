@@ -100,38 +100,17 @@ impl Runtime {
         if let Some(body) = req.model_response {
             self.store_model_response(inv, inner.round, body).await?;
         }
-        let decoded = match toolplane_model::decode_calls(format, &inner.turn, req.calls) {
-            Ok(d) => d,
-            Err(e) => {
-                self.fail_invocation(
-                    inv,
-                    &mut inner,
-                    Failure {
-                        code: e.code.as_str().into(),
-                        message: e.message.clone(),
-                        retryable: false,
-                    },
-                )
-                .await?;
-                return Err(e.into());
-            }
-        };
-        let calls = decoded.invocations.clone();
-        let empty = calls.is_empty();
-        let outcome = if empty {
-            self.turn_without_calls(inv, &inner).await?;
-            TurnOutcome::default()
-        } else {
-            self.run_or_fail(inv, &mut inner, decoded.invocations)
-                .await?
-        };
+        let calls = self
+            .decode_or_fail(inv, &mut inner, format, req.calls)
+            .await?;
+        let outcome = self.run_calls(inv, &mut inner, &calls).await?;
         let result_messages = Value::Array(toolplane_model::encode_results(
             format,
             &inner.turn,
             &calls,
             &outcome.results,
         )?);
-        let end = if empty {
+        let end = if calls.is_empty() {
             TurnEnd {
                 status: InvocationStatus::Open,
                 failure: None,
@@ -140,16 +119,71 @@ impl Runtime {
         } else {
             self.after_turn(inv, &mut inner, &outcome).await?
         };
+        self.answer(
+            inv,
+            &mut inner,
+            outcome,
+            result_messages,
+            end,
+            req.next_choice,
+        )
+        .await
+    }
+
+    /// The host's calls decoded through the current turn; a call the contract refuses fails the
+    /// invocation.
+    async fn decode_or_fail(
+        &self,
+        inv: &Arc<Invocation>,
+        inner: &mut InvocationInner,
+        format: ProviderFormat,
+        calls: &Value,
+    ) -> Result<Vec<ToolInvocation>, RuntimeError> {
+        match toolplane_model::decode_calls(format, &inner.turn, calls) {
+            Ok(d) => Ok(d.invocations),
+            Err(e) => {
+                let failure = Failure {
+                    code: e.code.as_str().into(),
+                    message: e.message.clone(),
+                    retryable: false,
+                };
+                self.fail_invocation(inv, inner, failure).await?;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Runs the turn's calls, or journals a turn without calls (which runs nothing).
+    async fn run_calls(
+        &self,
+        inv: &Arc<Invocation>,
+        inner: &mut InvocationInner,
+        calls: &[ToolInvocation],
+    ) -> Result<TurnOutcome, RuntimeError> {
+        if calls.is_empty() {
+            self.turn_without_calls(inv, inner).await?;
+            return Ok(TurnOutcome::default());
+        }
+        self.run_or_fail(inv, inner, calls.to_vec()).await
+    }
+
+    /// The answer to the host: while the invocation stays open, the next turn (under the host's
+    /// new choice, if it sent one) and the results of finished delegated tasks.
+    async fn answer(
+        &self,
+        inv: &Arc<Invocation>,
+        inner: &mut InvocationInner,
+        outcome: TurnOutcome,
+        result_messages: Value,
+        end: TurnEnd,
+        next_choice: Option<ToolChoice>,
+    ) -> Result<HostTurn, RuntimeError> {
         let open = end.status == InvocationStatus::Open;
-        let next_tools = if open {
-            Some(self.next_turn(inv, &mut inner, req.next_choice).await?)
+        let (next_tools, injected) = if open {
+            let tools = self.next_turn(inv, inner, next_choice).await?;
+            (Some(tools), take_injections(self, inv).await?)
         } else {
-            None
-        };
-        let injected = if open {
-            take_injections(self, inv).await?
-        } else {
-            Vec::new()
+            (None, Vec::new())
         };
         Ok(HostTurn {
             outcome,

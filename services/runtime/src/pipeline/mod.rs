@@ -163,9 +163,13 @@ async fn decide(
     call: &ToolInvocation,
     rec: &mut CallRecord,
 ) -> Result<Decided, RuntimeError> {
-    let args = match admit::admit(rt, inner, binding, call)? {
+    let args = match admit::admit(rt, &inv.run, inner, binding, call)? {
         Ok(args) => args,
-        Err(refusal) => return Ok(Decided::answer(refusal)),
+        Err(refusal) => {
+            // The first call the run's budget refuses tells the journal the budget is used up.
+            rec.events.extend(inv.run.budget_exhausted_event(&inv.id));
+            return Ok(Decided::answer(refusal));
+        }
     };
     let verdict = match govern::govern(rt, inv, inner, binding, call, args, rec) {
         Governed::Denied(result) => return Ok(Decided::answer(result)),

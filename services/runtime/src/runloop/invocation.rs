@@ -8,8 +8,10 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use toolplane_core::builtin;
 use toolplane_core::error as codes;
+use toolplane_core::run_budget::Exhausted;
 use toolplane_core::snapshot::ExitPolicy;
 use toolplane_core::turn::ToolTurnContract;
+use toolplane_model::DecodedTurn;
 use tracing::Instrument;
 
 use super::LoopEnd;
@@ -52,6 +54,9 @@ pub async fn drive_invocation(
         let mut inner = inv.inner.lock().await;
         if inner.status != InvocationStatus::Open {
             return Ok(LoopEnd::Closed);
+        }
+        if let Some(failure) = budget_used_up(rt, run, inv, &mut inner).await? {
+            return Ok(LoopEnd::Failed(failure));
         }
         let injected = take_injections(rt, inv).await?;
         if !injected.is_empty() {
@@ -127,8 +132,9 @@ pub async fn drive_invocation(
                 return Ok(LoopEnd::Failed(failure));
             }
         };
-        rt.append(run, run.epoch(), vec![stored], vec![stored_event, Event::new("model_completed", json!({"invocationId": inv.id, "round": round, "toolCalls": decoded.invocations.len(), "textChars": decoded.assistant_text.as_ref().map(|t| t.chars().count()).unwrap_or(0)})).inv(&inv.id)])
-            .await?;
+        let mut events = vec![stored_event];
+        events.extend(completed(run, inv, round, &decoded));
+        rt.append(run, run.epoch(), vec![stored], events).await?;
         history.extend(decoded.history.iter().cloned());
 
         if decoded.invocations.is_empty() {
@@ -211,6 +217,65 @@ pub async fn drive_invocation(
             InvocationStatus::Closed => LoopEnd::Closed,
         });
     }
+}
+
+/// Ends the invocation before its next model request when the run's budget is used up: a call
+/// was refused for the run's calls, or the tokens the provider reported reached the run's limit.
+/// Every invocation of the run — the owner and each delegated child — stops this way.
+async fn budget_used_up(
+    rt: &Runtime,
+    run: &Run,
+    inv: &Invocation,
+    inner: &mut InvocationInner,
+) -> Result<Option<Failure>, RuntimeError> {
+    let Some((what, limits, calls, tokens)) = run.with_budget(|b| {
+        b.exhausted()
+            .map(|e| (e, b.limits(), b.calls_used(), b.tokens_used()))
+    }) else {
+        return Ok(None);
+    };
+    let message = match what {
+        Exhausted::ToolCalls => format!(
+            "the run used all {} of its tool calls (its invocations and delegated tasks together)",
+            limits.max_tool_calls.unwrap_or(calls)
+        ),
+        Exhausted::ModelTokens => format!(
+            "the run's model responses reported {tokens} tokens, its budget is {}",
+            limits.max_model_tokens.unwrap_or(tokens)
+        ),
+    };
+    if let Some(ev) = run.budget_exhausted_event(&inv.id) {
+        rt.append(run, run.epoch(), Vec::new(), vec![ev]).await?;
+    }
+    let failure = Failure {
+        code: codes::AGENT_RUN_BUDGET_EXHAUSTED.as_str().into(),
+        message,
+        retryable: false,
+    };
+    rt.fail_invocation(inv, inner, failure.clone()).await?;
+    Ok(Some(failure))
+}
+
+/// `model_completed` with the tokens the response reported, charged to the run's budget, and
+/// `run_budget_exhausted` when they used it up.
+fn completed(run: &Run, inv: &Invocation, round: u32, decoded: &DecodedTurn) -> Vec<Event> {
+    let run_tokens = decoded
+        .usage
+        .map(|u| run.with_budget(|b| b.charge_tokens(u.total())));
+    let text_chars = decoded
+        .assistant_text
+        .as_ref()
+        .map(|t| t.chars().count())
+        .unwrap_or(0);
+    let mut events = vec![
+        Event::new(
+            "model_completed",
+            json!({"invocationId": inv.id, "round": round, "toolCalls": decoded.invocations.len(), "textChars": text_chars, "usage": decoded.usage.map(|u| json!({"inputTokens": u.input_tokens, "outputTokens": u.output_tokens, "totalTokens": u.total()})), "runTokensUsed": run_tokens}),
+        )
+        .inv(&inv.id),
+    ];
+    events.extend(run.budget_exhausted_event(&inv.id));
+    events
 }
 
 /// Model calls with timeouts and retries on retryable failures, each attempt journalled. The inner

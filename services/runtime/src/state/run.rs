@@ -1,4 +1,5 @@
-//! Runs: their persisted record, status and cancel flags. A run record is written with
+//! Runs: their persisted record, status, cancel flags and budget (shared by all the run's
+//! invocations and children). A run record is written with
 //! compare-and-swap whenever its status changes (`context`); invocation state lives in memory only
 //! — after a restart an open invocation cannot continue, and its run is failed as interrupted
 //! (docs/runtime.md).
@@ -7,10 +8,12 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use tokio::sync::Notify;
 use toolplane_core::policy::PlanNodePolicy;
+use toolplane_core::run_budget::{RunBudget, RunBudgetLimits};
 
-use super::journal::{Journal, now_ms};
+use super::journal::{Event, Journal, now_ms};
 use super::tasks::RunAgents;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,6 +116,9 @@ pub struct RunRecord {
     pub system_prompt: String,
     #[serde(default)]
     pub initial_user_message: String,
+    /// The budget the run's creator asked for (the root profile's narrows it).
+    #[serde(default)]
+    pub run_budget: RunBudgetLimits,
 }
 
 /// A per-run tool host, kept in the run record so invocations opened later see the same tools.
@@ -134,6 +140,9 @@ pub struct Run {
     pub journal: Journal,
     /// Delegated tasks and their scheduler.
     pub agents: RunAgents,
+    /// The run's budget, shared by all its invocations and children; its limits are fixed when
+    /// the root invocation opens.
+    pub budget: Mutex<RunBudget>,
     cancelled: AtomicBool,
     ended: AtomicBool,
     pub cancel_notify: Notify,
@@ -145,6 +154,7 @@ impl Run {
             id: record.run_id.clone(),
             cell: record.cell_id.clone(),
             journal: Journal::new(&record.run_id, &record.cell_id, next_seq),
+            budget: Mutex::new(RunBudget::new(record.run_budget)),
             record: Mutex::new(record),
             agents: RunAgents::default(),
             cancelled: AtomicBool::new(false),
@@ -185,6 +195,31 @@ impl Run {
             Ok(r) => r.epoch,
             Err(p) => p.into_inner().epoch,
         }
+    }
+
+    /// Reads or changes the run's budget under its lock.
+    pub fn with_budget<R>(&self, f: impl FnOnce(&mut RunBudget) -> R) -> R {
+        match self.budget.lock() {
+            Ok(mut b) => f(&mut b),
+            Err(p) => f(&mut p.into_inner()),
+        }
+    }
+
+    /// The `run_budget_exhausted` record, the first time the run's budget is found used up
+    /// (by a refused call or a model response of `invocation_id`); `None` otherwise.
+    pub fn budget_exhausted_event(&self, invocation_id: &str) -> Option<Event> {
+        self.with_budget(|b| {
+            let what = b.newly_exhausted()?;
+            let limits = b.limits();
+            Some(
+                Event::new(
+                    "run_budget_exhausted",
+                    json!({"invocationId": invocation_id, "exhausted": what, "maxToolCalls": limits.max_tool_calls, "maxModelTokens": limits.max_model_tokens, "callsUsed": b.calls_used(), "tokensUsed": b.tokens_used()}),
+                )
+                .inv(invocation_id)
+                .warn(),
+            )
+        })
     }
 
     pub fn cancel(&self) {

@@ -27,7 +27,11 @@ use toolplane_runtime::context::ports::{
 use toolplane_runtime::context::{Ports, Runtime};
 use toolplane_runtime::lifecycle::{NewRun, Opened};
 use toolplane_runtime::model::provider::{CallError, Endpoint, ModelClient};
-use toolplane_runtime::state::{AuditObject, Driver, JournalAppend, Level, RunStatus};
+use toolplane_runtime::pipeline::HostTurn;
+use toolplane_runtime::runloop::{self, RunStart};
+use toolplane_runtime::state::{
+    AuditObject, Driver, Invocation, JournalAppend, Level, Run, RunStatus,
+};
 use toolplane_runtime::{RuntimeConfig, RuntimeError};
 use toolplane_store::{MemoryStore, StoreOptions};
 
@@ -533,6 +537,18 @@ pub fn scripted(turns: Value) -> Endpoint {
     }
 }
 
+/// A runtime-driven run of the `writer` profile in `output/`, asked "What is the answer?".
+pub fn writer_run(run_id: &str) -> NewRun {
+    NewRun {
+        run_id: run_id.into(),
+        profile_id: "writer".into(),
+        visible_roots: vec!["output/".into()],
+        writable_roots: vec!["output/".into()],
+        initial_user_message: "What is the answer?".into(),
+        ..NewRun::default()
+    }
+}
+
 /// One scripted assistant turn calling `calls` (`(alias, arguments)`).
 pub fn turn(calls: &[(&str, Value)]) -> Value {
     json!({"tool_calls": calls.iter().map(|(name, args)| json!({"function": {"name": name, "arguments": args}})).collect::<Vec<_>>()})
@@ -570,6 +586,37 @@ impl Alone {
             .await
             .unwrap()
     }
+
+    /// Starts a runtime-driven run on `model`, with its profile's round limit.
+    pub async fn start(&self, run: NewRun, model: Endpoint) -> Arc<Run> {
+        let start = RunStart {
+            run,
+            endpoint: Some(model),
+            max_rounds: 0,
+        };
+        runloop::start(self.rt.clone(), start).await.unwrap()
+    }
+
+    /// The first host-driven turn of an opened invocation: see [`host_turn`].
+    pub async fn first_turn(
+        &self,
+        opened: &Opened,
+        calls: &Value,
+    ) -> Result<HostTurn, RuntimeError> {
+        host_turn(&self.rt, &opened.invocation, &opened.turn_id, calls).await
+    }
+}
+
+/// One host-driven turn of OpenAI chat `calls` for `turn`, without an epoch, a stored model
+/// response or a change of tool choice: what most tests send.
+pub async fn host_turn(
+    rt: &Runtime,
+    inv: &Arc<Invocation>,
+    turn: &str,
+    calls: &Value,
+) -> Result<HostTurn, RuntimeError> {
+    rt.execute_host_turn(inv, turn, ProviderFormat::OpenAiChat, calls, None, None)
+        .await
 }
 
 /// OpenAI `tool_calls` as a host sends them: `(call id, alias, arguments)`.
