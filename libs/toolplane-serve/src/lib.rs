@@ -85,7 +85,27 @@ impl Services {
 
     /// Adds a generated server; its message limits are set from the options it is served with.
     #[must_use]
-    pub fn add_service<S>(mut self, service: S) -> Self
+    pub fn add_service<S>(self, service: S) -> Self
+    where
+        S: tower_service::Service<
+                http::Request<Body>,
+                Response = http::Response<Body>,
+                Error = Infallible,
+            > + LimitMessages
+            + NamedService
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + 'static,
+    {
+        self.add_service_with_limits(service, MessageLimits::default())
+    }
+
+    /// Adds a generated server whose own message limits (each one set) replace the server's:
+    /// a service that needs less than the others, or more, says so here.
+    #[must_use]
+    pub fn add_service_with_limits<S>(mut self, service: S, own: MessageLimits) -> Self
     where
         S: tower_service::Service<
                 http::Request<Body>,
@@ -101,6 +121,10 @@ impl Services {
     {
         self.names.push(S::NAME);
         self.adds.push(Box::new(move |routes, limits| {
+            let limits = MessageLimits {
+                decoding: own.decoding.or(limits.decoding),
+                encoding: own.encoding.or(limits.encoding),
+            };
             routes.add_service(service.limit_messages(limits));
         }));
         self
