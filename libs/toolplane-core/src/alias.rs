@@ -15,6 +15,13 @@
 //! Every alias matches `^[A-Za-z_][A-Za-z0-9_-]{0,63}$`, which satisfies the name rules of OpenAI
 //! (`^[a-zA-Z0-9_-]{1,64}$`), Anthropic (`^[a-zA-Z0-9_-]{1,128}$`) and Gemini (starts with a letter
 //! or `_`, at most 64).
+// Parses untrusted input: no indexing, slicing or arithmetic that can panic (docs/limits.md,
+// "Numbers that cannot panic").
+#![deny(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::string_slice
+)]
 
 use std::collections::HashSet;
 use std::fmt;
@@ -145,11 +152,11 @@ impl AliasParts {
         if self.prefix.is_empty() {
             return cut(&self.tool, cap).to_owned();
         }
-        let fixed = self.prefix.len() + 4; // `<prefix>__` + `__`
+        let fixed = self.prefix.len().saturating_add(4); // `<prefix>__` + `__`
         let room = cap.saturating_sub(fixed);
         let tool_room = room.saturating_sub(1).min(self.tool.len());
         let tool = cut(&self.tool, tool_room);
-        let qualifier = cut(&self.qualifier, room - tool.len());
+        let qualifier = cut(&self.qualifier, room.saturating_sub(tool.len()));
         // Cutting may leave a trailing `_` that would merge with the separator; trim it.
         let qualifier = qualifier.trim_end_matches('_');
         let qualifier = if qualifier.is_empty() { "x" } else { qualifier };
@@ -159,10 +166,14 @@ impl AliasParts {
     }
 }
 
-/// The longest prefix of an ASCII string within `max` bytes. Alias parts are ASCII after
-/// normalisation, so any byte index is a char boundary.
+/// The longest prefix of a string within `max` bytes. Alias parts are ASCII after normalisation,
+/// so any byte index is a char boundary; anything else is cut at the boundary before.
 fn cut(s: &str, max: usize) -> &str {
-    &s[..s.len().min(max)]
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end = end.saturating_sub(1);
+    }
+    s.get(..end).unwrap_or_default()
 }
 
 /// Assigns aliases to tools in advertisement order. `server_name` is the MCP registration's display
@@ -181,9 +192,9 @@ where
         let mut n = 2u32;
         while taken.contains(&candidate) {
             let suffix = format!("__{n}");
-            let base = parts.render(MAX_ALIAS_LEN - suffix.len());
+            let base = parts.render(MAX_ALIAS_LEN.saturating_sub(suffix.len()));
             candidate = format!("{}{suffix}", base.trim_end_matches('_'));
-            n += 1;
+            n = n.saturating_add(1);
         }
         // `render` builds aliases from alias characters only, starting with a letter or `_`, within
         // the cap (checked by the property tests), so no second validation pass is needed.
@@ -195,6 +206,11 @@ where
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::string_slice
+)]
 mod tests {
     use proptest::prelude::*;
 

@@ -2,6 +2,13 @@
 //!
 //! Parsing and totalling are pure; the caller supplies the random source, so rolls are testable
 //! and the runtime decides where randomness comes from.
+// Parses untrusted input: no indexing, slicing or arithmetic that can panic (docs/limits.md,
+// "Numbers that cannot panic").
+#![deny(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::string_slice
+)]
 
 use serde::{Deserialize, Serialize};
 
@@ -60,7 +67,11 @@ impl DiceRoll {
             Some(i) => {
                 // Digits only after the sign, bounded before it is applied: `+-5` is not a
                 // modifier, and no value can overflow on negation.
-                let digits = &rest[i + 1..];
+                let (sides, signed) = rest
+                    .split_at_checked(i)
+                    .ok_or_else(|| err("bad modifier"))?;
+                let negative = signed.starts_with('-');
+                let digits = signed.get(1..).unwrap_or_default();
                 if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
                     return Err(err("bad modifier"));
                 }
@@ -68,7 +79,7 @@ impl DiceRoll {
                     Ok(m) if m <= MAX_MODIFIER => m,
                     _ => return Err(err("the modifier is at most 10000")),
                 };
-                (&rest[..i], if rest[i..].starts_with('-') { -m } else { m })
+                (sides, if negative { m.saturating_neg() } else { m })
             }
             None => (rest, 0),
         };
@@ -91,7 +102,10 @@ impl DiceRoll {
         let rolls: Vec<u32> = (0..self.count)
             .map(|_| die(self.sides).clamp(1, self.sides))
             .collect();
-        let total = rolls.iter().map(|&r| i64::from(r)).sum::<i64>() + self.modifier;
+        let total = rolls
+            .iter()
+            .fold(0i64, |sum, &r| sum.saturating_add(i64::from(r)))
+            .saturating_add(self.modifier);
         DiceOutcome {
             notation: self.to_string(),
             rolls,
@@ -124,12 +138,22 @@ impl DiceOutcome {
         match self.modifier {
             0 => format!("{}: [{rolls}] = {}", self.notation, self.total),
             m if m > 0 => format!("{}: [{rolls}] + {m} = {}", self.notation, self.total),
-            m => format!("{}: [{rolls}] - {} = {}", self.notation, -m, self.total),
+            m => format!(
+                "{}: [{rolls}] - {} = {}",
+                self.notation,
+                m.unsigned_abs(),
+                self.total
+            ),
         }
     }
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::string_slice
+)]
 mod tests {
     use super::*;
 

@@ -15,6 +15,13 @@
 //! - **Argument patterns.** Every string value and every key at any depth is searched with the
 //!   configured regular expressions (and the case-insensitive literal fragments). The regex engine
 //!   runs in time linear in the input, and each pattern's compiled size is capped.
+// Parses untrusted input: no indexing, slicing or arithmetic that can panic (docs/limits.md,
+// "Numbers that cannot panic").
+#![deny(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::string_slice
+)]
 
 use std::sync::Arc;
 
@@ -156,7 +163,12 @@ impl HardlineRules {
                 patterns.push((rule.name.clone(), p.clone(), p.clone()));
             }
         }
-        if globs.len() + patterns.len() + spec.rules.len() > MAX_RULE_ENTRIES {
+        if globs
+            .len()
+            .saturating_add(patterns.len())
+            .saturating_add(spec.rules.len())
+            > MAX_RULE_ENTRIES
+        {
             return Err(format!(
                 "hardline holds more than {MAX_RULE_ENTRIES} rules, globs and patterns"
             ));
@@ -226,8 +238,13 @@ impl HardlineRules {
         collect_object(args, scope, &mut strings);
         if let Some(set) = &c.patterns {
             for s in &strings {
-                if let Some(i) = set.matches(s.text).iter().next() {
-                    let (rule, shown) = &c.pattern_rules[i];
+                // `is_match` stops at the first match with the fast engines; which pattern matched
+                // (a slower search for every pattern) is asked only then.
+                if !set.is_match(s.text) {
+                    continue;
+                }
+                let matched = set.matches(s.text).iter().next();
+                if let Some((rule, shown)) = matched.and_then(|i| c.pattern_rules.get(i)) {
                     return Some(Violation {
                         rule: rule.clone(),
                         reason: format!("arguments contain the forbidden pattern `{shown}`"),
@@ -246,8 +263,11 @@ impl HardlineRules {
                         forms.push(lexpath::absolutize(&reading, work_dir));
                     }
                     for form in &forms {
-                        if let Some(i) = c.globs.matches(form).first() {
-                            let (rule, glob) = &c.glob_rules[*i];
+                        if !c.globs.is_match(form) {
+                            continue;
+                        }
+                        let matched = c.globs.matches(form).first().copied();
+                        if let Some((rule, glob)) = matched.and_then(|i| c.glob_rules.get(i)) {
                             return Some(Violation {
                                 rule: rule.clone(),
                                 reason: format!(
@@ -324,6 +344,11 @@ fn path_words(s: &str, scope: PathScope) -> Vec<&str> {
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::string_slice
+)]
 mod tests {
     use serde_json::json;
 

@@ -2,6 +2,13 @@
 //!
 //! A `ToolId` is the one stable identity of a tool across sources; it never carries a model alias
 //! or display name. It is opaque to everything but this module: once parsed, nothing re-splits it.
+// Parses untrusted input: no indexing, slicing or arithmetic that can panic (docs/limits.md,
+// "Numbers that cannot panic").
+#![deny(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::string_slice
+)]
 
 use std::fmt;
 
@@ -227,6 +234,11 @@ pub fn is_uuid(s: &str) -> bool {
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::string_slice
+)]
 mod tests {
     use super::*;
 

@@ -7,6 +7,13 @@
 //! is `/etc/passwd`. A relative path that climbs above its start keeps its leading `..` segments
 //! (`../../etc/passwd`); joined to a working directory it resolves like any other. Percent-encoded
 //! forms (`%2e%2e/`, `%2F`) are decoded as a second reading, since many tools decode them.
+// Parses untrusted input: no indexing, slicing or arithmetic that can panic (docs/limits.md,
+// "Numbers that cannot panic").
+#![deny(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::string_slice
+)]
 
 /// The readings of one path-like string a rule must consider: the string normalised as written
 /// and, when it holds percent escapes, its decoded form normalised as well.
@@ -77,21 +84,21 @@ pub fn is_under(path: &str, base: &str) -> bool {
 fn percent_decode(raw: &str) -> Option<String> {
     let bytes = raw.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let escaped = (bytes[i] == b'%')
-            .then(|| bytes.get(i + 1..i + 3))
+    let mut rest = bytes;
+    while let Some((&first, after)) = rest.split_first() {
+        let escaped = (first == b'%')
+            .then(|| after.get(..2))
             .flatten()
             .and_then(|h| std::str::from_utf8(h).ok())
             .and_then(|h| u8::from_str_radix(h, 16).ok());
         match escaped {
             Some(b) => {
                 out.push(b);
-                i += 3;
+                rest = after.get(2..).unwrap_or_default();
             }
             None => {
-                out.push(bytes[i]);
-                i += 1;
+                out.push(first);
+                rest = after;
             }
         }
     }
@@ -99,6 +106,11 @@ fn percent_decode(raw: &str) -> Option<String> {
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::string_slice
+)]
 mod tests {
     use proptest::prelude::*;
 

@@ -4,6 +4,13 @@
 //! act on; must never fetch anything: references outside the schema are refused, and `pattern`
 //! keywords run on the linear-time `regex` engine with size limits, since schemas come from MCP
 //! servers and external hosts, which are not trusted.
+// Parses untrusted input: no indexing, slicing or arithmetic that can panic (docs/limits.md,
+// "Numbers that cannot panic").
+#![deny(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::string_slice
+)]
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -62,7 +69,7 @@ impl Violations {
         if self.total > self.violations.len() {
             lines.push(format!(
                 "- … and {} more",
-                self.total - self.violations.len()
+                self.total.saturating_sub(self.violations.len())
             ));
         }
         lines.join("\n")
@@ -92,7 +99,7 @@ impl SchemaCheck {
         let mut violations = Vec::new();
         let mut total = 0usize;
         for error in self.validator.iter_errors(value) {
-            total += 1;
+            total = total.saturating_add(1);
             if violations.len() < MAX_REPORTED_VIOLATIONS {
                 violations.push(Violation {
                     path: error.instance_path().as_str().to_owned(),
@@ -159,6 +166,11 @@ fn bounded(text: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::string_slice
+)]
 mod tests {
     use serde_json::json;
 

@@ -9,6 +9,13 @@
 //! - every MCP tool of every server, `mcp:*`.
 //!
 //! A selector matches catalog entries; expanding a selector follows catalog order.
+// Parses untrusted input: no indexing, slicing or arithmetic that can panic (docs/limits.md,
+// "Numbers that cannot panic").
+#![deny(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::string_slice
+)]
 
 use std::fmt;
 
@@ -180,6 +187,11 @@ pub fn first_match<'a>(
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::string_slice
+)]
 mod tests {
     use serde_json::json;
 

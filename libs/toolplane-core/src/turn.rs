@@ -6,6 +6,13 @@
 //! instead of an alias, a missing call id or a call id repeated within the turn is a
 //! provider-contract violation: the invocation fails fast. The one exception: Gemini often omits
 //! call ids, so its decoder asks for synthesised ids `<turn>:<index>`.
+// Parses untrusted input: no indexing, slicing or arithmetic that can panic (docs/limits.md,
+// "Numbers that cannot panic").
+#![deny(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::string_slice
+)]
 
 use std::collections::HashMap;
 
@@ -206,7 +213,10 @@ impl ToolTurnContract {
 
     /// The alias of a tool in this turn.
     pub fn alias_of(&self, id: &ToolId) -> Option<&ModelAlias> {
-        self.by_tool.get(id).map(|&i| &self.tools[i].alias)
+        self.by_tool
+            .get(id)
+            .and_then(|&i| self.tools.get(i))
+            .map(|t| &t.alias)
     }
 
     /// The tools to advertise to the provider, with the snapshot's frozen descriptors.
@@ -307,8 +317,8 @@ impl ToolTurnContract {
     }
 
     fn resolve_alias(&self, name: &str) -> Result<ToolId, CoreError> {
-        if let Some(&i) = self.by_alias.get(name) {
-            return Ok(self.tools[i].tool_id.clone());
+        if let Some(t) = self.by_alias.get(name).and_then(|&i| self.tools.get(i)) {
+            return Ok(t.tool_id.clone());
         }
         // The error path only: explain a canonical name, else report an unknown alias.
         if let Some(t) = self
@@ -368,6 +378,9 @@ impl ToolTurnContract {
 }
 
 /// Levenshtein distance over bytes (aliases are ASCII).
+// `row` has `b.len() + 1` entries and `j < b.len()`, so every index is in bounds; distances are at
+// most `max(a.len(), b.len())`, so no sum overflows.
+#[allow(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
 fn edit_distance(a: &str, b: &str) -> usize {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     let mut row: Vec<usize> = (0..=b.len()).collect();

@@ -18,6 +18,13 @@
 //!
 //! No provider metadata is kept: a `tool_use` block has nothing that must travel back besides its
 //! id, and thinking blocks go back through the history.
+// Parses untrusted input: no indexing, slicing or arithmetic that can panic (docs/limits.md,
+// "Numbers that cannot panic").
+#![deny(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::string_slice
+)]
 
 use serde_json::{Map, Value, json};
 use toolplane_core::CoreError;

@@ -19,6 +19,13 @@
 //!   `{"output": text}` or, for an error, `{"error": text}` — the keys Gemini documents;
 //! - history: the candidate's content verbatim (role `model`), thought signatures included:
 //!   Gemini requires them back on the parts they came on.
+// Parses untrusted input: no indexing, slicing or arithmetic that can panic (docs/limits.md,
+// "Numbers that cannot panic").
+#![deny(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::string_slice
+)]
 
 use serde_json::{Map, Value, json};
 use toolplane_core::CoreError;

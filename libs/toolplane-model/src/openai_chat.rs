@@ -16,6 +16,13 @@
 //!   `tool_calls` with JSON-text arguments), without response-only fields such as `annotations`.
 //!
 //! No provider metadata is kept: a chat tool call has nothing that must travel back besides its id.
+// Parses untrusted input: no indexing, slicing or arithmetic that can panic (docs/limits.md,
+// "Numbers that cannot panic").
+#![deny(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::string_slice
+)]
 
 use serde_json::{Map, Value, json};
 use toolplane_core::CoreError;

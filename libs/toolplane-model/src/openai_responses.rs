@@ -14,6 +14,13 @@
 //! - results: one `{"type": "function_call_output", "call_id", "output"}` item per result;
 //! - history: the output items verbatim — OpenAI documents appending `response.output` to the next
 //!   request's `input`, which keeps reasoning items next to the calls they led to.
+// Parses untrusted input: no indexing, slicing or arithmetic that can panic (docs/limits.md,
+// "Numbers that cannot panic").
+#![deny(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::string_slice
+)]
 
 use serde_json::{Map, Value, json};
 use toolplane_core::CoreError;

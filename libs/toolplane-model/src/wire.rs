@@ -4,6 +4,13 @@
 //!
 //! It owns no provider shape and never decides anything about aliases itself: names are resolved
 //! by the core turn contract, identities by `AgentToolResult::verify_identity`.
+// Parses untrusted input: no indexing, slicing or arithmetic that can panic (docs/limits.md,
+// "Numbers that cannot panic").
+#![deny(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::string_slice
+)]
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -129,7 +136,7 @@ impl TextSink {
 
     pub(crate) fn push(&mut self, piece: &str) -> Result<(), CoreError> {
         let text = self.text.get_or_insert_with(String::new);
-        if text.len() + piece.len() > MAX_ASSISTANT_TEXT_BYTES {
+        if text.len().saturating_add(piece.len()) > MAX_ASSISTANT_TEXT_BYTES {
             return Err(CoreError::new(
                 MODEL_MALFORMED_RESPONSE,
                 format!(

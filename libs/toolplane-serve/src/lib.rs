@@ -17,6 +17,7 @@
 //! service's messages or behaviour.
 
 mod limits;
+mod panics;
 mod signal;
 
 use std::convert::Infallible;
@@ -35,8 +36,12 @@ use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
+use toolplane_telemetry::metrics::Registry;
+
+use crate::panics::{CatchPanicLayer, Protocol};
 
 pub use limits::{LimitMessages, MessageLimits};
+pub use panics::{PANIC_MESSAGE, PANICS_METRIC};
 pub use signal::{Signals, shutdown_signal};
 
 type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -80,7 +85,27 @@ impl Services {
 
     /// Adds a generated server; its message limits are set from the options it is served with.
     #[must_use]
-    pub fn add_service<S>(mut self, service: S) -> Self
+    pub fn add_service<S>(self, service: S) -> Self
+    where
+        S: tower_service::Service<
+                http::Request<Body>,
+                Response = http::Response<Body>,
+                Error = Infallible,
+            > + LimitMessages
+            + NamedService
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + 'static,
+    {
+        self.add_service_with_limits(service, MessageLimits::default())
+    }
+
+    /// Adds a generated server whose own message limits (each one set) replace the server's:
+    /// a service that needs less than the others, or more, says so here.
+    #[must_use]
+    pub fn add_service_with_limits<S>(mut self, service: S, own: MessageLimits) -> Self
     where
         S: tower_service::Service<
                 http::Request<Body>,
@@ -96,6 +121,10 @@ impl Services {
     {
         self.names.push(S::NAME);
         self.adds.push(Box::new(move |routes, limits| {
+            let limits = MessageLimits {
+                decoding: own.decoding.or(limits.decoding),
+                encoding: own.encoding.or(limits.encoding),
+            };
             routes.add_service(service.limit_messages(limits));
         }));
         self
@@ -133,6 +162,7 @@ pub struct ServeOptions {
     limits: MessageLimits,
     http: Option<(TcpListener, axum::Router)>,
     hooks: Vec<ShutdownHook>,
+    registry: Option<Arc<Registry>>,
 }
 
 impl std::fmt::Debug for ServeOptions {
@@ -157,6 +187,7 @@ impl ServeOptions {
             limits: MessageLimits::default(),
             http: None,
             hooks: Vec::new(),
+            registry: None,
         }
     }
 
@@ -184,14 +215,21 @@ impl ServeOptions {
         self
     }
 
-    /// Serves `registry` as `GET /metrics` (and `GET /healthz`) on `listener`.
+    /// Serves `registry` as `GET /metrics` (and `GET /healthz`) on `listener`; the server's own
+    /// metrics go to it too (as with [`ServeOptions::registry`]).
     #[must_use]
-    pub fn metrics(
-        self,
-        listener: TcpListener,
-        registry: Arc<toolplane_telemetry::metrics::Registry>,
-    ) -> Self {
+    pub fn metrics(mut self, listener: TcpListener, registry: Arc<Registry>) -> Self {
+        self.registry = Some(Arc::clone(&registry));
         self.http(listener, toolplane_telemetry::metrics::router(registry))
+    }
+
+    /// The registry the server's own metrics go to (`toolplane_handler_panics_total`), for a
+    /// service that serves its metrics some other way than [`ServeOptions::metrics`]. Without
+    /// one they are counted but not served.
+    #[must_use]
+    pub fn registry(mut self, registry: Arc<Registry>) -> Self {
+        self.registry = Some(registry);
+        self
     }
 
     /// Runs `hook` once the server has stopped accepting and every in-flight request finished;
@@ -220,7 +258,9 @@ pub async fn serve(
         limits,
         http,
         hooks,
+        registry,
     } = options;
+    let registry = registry.unwrap_or_default();
     let addr = listener.local_addr().map_err(|source| ServeError::Io {
         what: "the gRPC listener's address",
         source,
@@ -234,6 +274,7 @@ pub async fn serve(
     let grpc = tokio::spawn(
         Server::builder()
             .layer(toolplane_telemetry::GrpcServerTraceLayer)
+            .layer(CatchPanicLayer::new(service, Protocol::Grpc, &registry))
             .add_routes(routes)
             .serve_with_incoming_shutdown(incoming, async {
                 let _ = stopped.await;
@@ -248,6 +289,7 @@ pub async fn serve(
         grpc: Some(grpc),
         http: None,
         hooks,
+        registry,
     };
     if let Some((listener, router)) = http {
         serving.serve_http(listener, router)?;
@@ -266,6 +308,7 @@ pub struct Serving {
     grpc: Option<JoinHandle<Result<(), tonic::transport::Error>>>,
     http: Option<HttpPort>,
     hooks: Vec<ShutdownHook>,
+    registry: Arc<Registry>,
 }
 
 impl std::fmt::Debug for Serving {
@@ -302,6 +345,11 @@ impl Serving {
         listener: TcpListener,
         router: axum::Router,
     ) -> Result<SocketAddr, ServeError> {
+        let router = router.layer(CatchPanicLayer::new(
+            self.service,
+            Protocol::Http,
+            &self.registry,
+        ));
         let port = HttpPort::start(self.service, listener, router)?;
         let addr = port.addr;
         self.http = Some(port);

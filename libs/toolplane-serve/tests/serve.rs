@@ -239,3 +239,47 @@ async fn until_stops_when_the_signal_fires() {
     within(served).await.unwrap().unwrap();
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_with_its_own_limit_refuses_more_and_the_server_keeps_serving() {
+    let echo = GatedEcho {
+        entered: Arc::new(Notify::new()),
+        release: Arc::new(Notify::new()),
+        events: Arc::new(Mutex::new(Vec::new())),
+    };
+    let own = toolplane_serve::MessageLimits {
+        decoding: Some(1024),
+        encoding: None,
+    };
+    let serving = toolplane_serve::serve(
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        Services::new().add_service_with_limits(EchoServiceServer::new(echo), own),
+        ServeOptions::new("echo").max_message_bytes(1 << 20),
+    )
+    .await
+    .unwrap();
+    let channel = channel(serving.addr()).await;
+    let mut client = EchoServiceClient::new(channel.clone());
+    let too_big = client
+        .echo(EchoRequest {
+            payload: vec![0; 2048],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(too_big.code(), tonic::Code::OutOfRange, "{too_big:?}");
+    // The same connection keeps answering: a request within the limit, and health.
+    let answer = client
+        .echo(EchoRequest {
+            payload: vec![7; 900],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.payload, vec![7; 900]);
+    let mut health = HealthClient::new(channel);
+    assert_eq!(
+        status(&mut health, ECHO).await,
+        ServingStatus::Serving as i32
+    );
+    serving.shutdown().await.unwrap();
+}

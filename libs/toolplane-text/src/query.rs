@@ -7,6 +7,13 @@
 //! symbols, `=>`, `::`, `#`) keeps its trimmed text and takes its whitespace-separated pieces as
 //! literal terms. So symbol fragments are searchable while word queries keep their recall and
 //! ranking. Matching folds ASCII case only; other scripts match as written (lowercased).
+// Parses untrusted input: no indexing, slicing or arithmetic that can panic (docs/limits.md,
+// "Numbers that cannot panic").
+#![deny(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::string_slice
+)]
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 
@@ -191,13 +198,13 @@ impl Prefilter {
                 .filter_map(|&t| self.terms.get(t))
                 .any(|term| {
                     haystack
-                        .get(start..start + term.len())
+                        .get(start..start.saturating_add(term.len()))
                         .is_some_and(|h| h.eq_ignore_ascii_case(term))
                 });
             if found {
                 return true;
             }
-            at = start + 1;
+            at = start.saturating_add(1);
         }
         false
     }
@@ -276,7 +283,10 @@ impl Matcher {
         for m in automaton.find_overlapping_iter(text) {
             let start = m.start();
             if start > counted_to {
-                line += memchr::memchr_iter(b'\n', &bytes[counted_to..start]).count() as u64;
+                let newlines = bytes
+                    .get(counted_to..start)
+                    .map_or(0, |b| memchr::memchr_iter(b'\n', b).count());
+                line = line.saturating_add(newlines as u64);
                 counted_to = start;
             }
             if hits.last().map(|h| h.line) != Some(line) {
@@ -291,7 +301,7 @@ impl Matcher {
                 if Some(pattern) == self.phrase_pattern {
                     hit.phrase = true;
                 } else if let Some(count) = hit.term_counts.get_mut(pattern) {
-                    *count += 1;
+                    *count = count.saturating_add(1);
                 }
             }
         }
@@ -308,7 +318,7 @@ pub fn score_counts(term_counts: &[u32], phrase: bool) -> f64 {
     let mut frequency = 0.0;
     for &count in term_counts {
         if count > 0 {
-            matched += 1;
+            matched = matched.saturating_add(1);
             frequency += (1.0 + f64::from(count)).ln();
         }
     }
@@ -332,7 +342,7 @@ fn merge(hits: &[LineHit], terms: usize) -> (Vec<u32>, bool) {
     let mut phrase = false;
     for hit in hits {
         for (total, count) in counts.iter_mut().zip(&hit.term_counts) {
-            *total += count;
+            *total = total.saturating_add(*count);
         }
         phrase |= hit.phrase;
     }
@@ -363,7 +373,7 @@ pub fn hunks(hits: &[LineHit], context: u64, total_lines: u64, terms: usize) -> 
             let (counts, phrase) = merge(&owned, terms);
             out.push(Hunk {
                 start_line: first.line.saturating_sub(context).max(1),
-                end_line: (last.line + context).min(total_lines.max(1)),
+                end_line: last.line.saturating_add(context).min(total_lines.max(1)),
                 hit_lines: members.iter().map(|h| h.line).collect(),
                 score: score_counts(&counts, phrase),
             });
@@ -372,7 +382,11 @@ pub fn hunks(hits: &[LineHit], context: u64, total_lines: u64, terms: usize) -> 
     };
     for hit in hits {
         if let Some(last) = members.last()
-            && hit.line > last.line + 2 * context + 1
+            && hit.line
+                > last
+                    .line
+                    .saturating_add(context.saturating_mul(2))
+                    .saturating_add(1)
         {
             flush(&mut members, &mut out);
         }
@@ -383,6 +397,11 @@ pub fn hunks(hits: &[LineHit], context: u64, total_lines: u64, terms: usize) -> 
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::string_slice
+)]
 mod tests {
     use super::*;
     use proptest::prelude::*;

@@ -3,6 +3,13 @@
 //! The profile view compiles the same `InvocationToolSnapshot` the runtime compiles (root exit
 //! policy, the cell's platform policy, the actor's user policy), so a listing never disagrees
 //! with what an invocation gets. This module never mutates a catalog and never does IO.
+// Parses untrusted input: no indexing, slicing or arithmetic that can panic (docs/limits.md,
+// "Numbers that cannot panic").
+#![deny(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::string_slice
+)]
 
 use toolplane_core::catalog::ToolSource;
 use toolplane_core::category::Category;
@@ -130,7 +137,10 @@ impl PageToken {
         let bytes = token
             .as_bytes()
             .chunks_exact(2)
-            .map(|pair| Ok((hex(pair[0])? << 4) | hex(pair[1])?))
+            .map(|pair| match pair {
+                &[high, low] => Ok((hex(high)? << 4) | hex(low)?),
+                _ => Err(bad()),
+            })
             .collect::<Result<Vec<u8>, CatalogError>>()?;
         let raw = String::from_utf8(bytes).map_err(|_| bad())?;
         let (offset, last_id) = raw.split_once(':').ok_or_else(bad)?;
@@ -146,11 +156,13 @@ impl PageToken {
         ids: impl Iterator<Item = &'a str> + Clone,
     ) -> usize {
         let Some(t) = token else { return 0 };
-        if t.offset > 0 && ids.clone().nth(t.offset - 1) == Some(t.last_id.as_str()) {
+        if let Some(before) = t.offset.checked_sub(1)
+            && ids.clone().nth(before) == Some(t.last_id.as_str())
+        {
             return t.offset;
         }
         match ids.clone().position(|id| id == t.last_id) {
-            Some(pos) => pos + 1,
+            Some(pos) => pos.saturating_add(1),
             None => t.offset.min(ids.count()),
         }
     }
@@ -177,17 +189,17 @@ pub fn take_page(
     let start = start.min(count);
     let mut end = start;
     let mut bytes = 0usize;
-    while end < count && end - start < size {
+    while end < count && end.saturating_sub(start) < size {
         let len = len_of(end);
-        if end > start && bytes + len > budget {
+        if end > start && bytes.saturating_add(len) > budget {
             break;
         }
-        bytes += len;
-        end += 1;
+        bytes = bytes.saturating_add(len);
+        end = end.saturating_add(1);
     }
     let next = (end < count && end > start).then(|| PageToken {
         offset: end,
-        last_id: id_of(end - 1),
+        last_id: id_of(end.saturating_sub(1)),
     });
     (start..end, next)
 }
@@ -367,7 +379,12 @@ pub fn policy_warnings<'a>(
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
+    #![allow(
+        clippy::unwrap_used,
+        clippy::indexing_slicing,
+        clippy::arithmetic_side_effects,
+        clippy::string_slice
+    )]
 
     use proptest::prelude::*;
 

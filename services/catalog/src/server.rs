@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use toolplane_proto::v1::catalog_service_server::CatalogServiceServer;
 use toolplane_proto::v1::profile_service_server::ProfileServiceServer;
-use toolplane_serve::{ServeOptions, Services, Serving};
+use toolplane_serve::{MessageLimits, ServeOptions, Services, Serving};
 use toolplane_store::{FsStore, MemoryStore, Store, StoreExt, StoreOptions};
 
 use crate::cell::CellId;
@@ -26,6 +26,9 @@ use crate::state::Catalog;
 
 /// The store namespace the catalog keeps its state in.
 pub const NAMESPACE: &str = "catalog";
+/// Largest `ProfileService` request decoded (at most the catalog's `limits.max_request_bytes`):
+/// a profile or a policy document is at most 256 KiB.
+pub const MAX_PROFILE_REQUEST_BYTES: usize = 1024 * 1024;
 
 /// A catalog serving gRPC and HTTP.
 #[derive(Debug)]
@@ -111,7 +114,13 @@ pub async fn start_unwarmed(
     let svc = CatalogGrpc::new(Arc::clone(&catalog));
     let services = Services::new()
         .add_service(CatalogServiceServer::new(svc.clone()))
-        .add_service(ProfileServiceServer::new(svc));
+        .add_service_with_limits(
+            ProfileServiceServer::new(svc),
+            MessageLimits {
+                decoding: Some(MAX_PROFILE_REQUEST_BYTES.min(config.limits.max_request_bytes)),
+                encoding: None,
+            },
+        );
     let options = ServeOptions::new("catalog")
         .max_request_bytes(config.limits.max_request_bytes)
         .http(http_listener, crate::http::router(Arc::clone(&catalog)));

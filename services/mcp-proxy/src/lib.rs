@@ -32,7 +32,7 @@ pub mod stdio;
 
 pub use error::ProxyError;
 pub use proxy::{McpProxy, ProxySettings};
-pub use server::{routes, serve, start_on};
+pub use server::{MAX_ADMIN_REQUEST_BYTES, MAX_EXECUTE_REQUEST_BYTES, routes, serve, start_on};
 
 /// The store namespace the proxy keeps its state in.
 pub const STORE_NAMESPACE: &str = "mcp-proxy";

@@ -14,9 +14,14 @@ use toolplane_serve::{MessageLimits, ServeOptions, Services, Serving};
 use crate::grpc::GrpcProxy;
 use crate::proxy::McpProxy;
 
-/// Largest gRPC message accepted or sent (an `Execute` carries at most 256 KiB of arguments, a
-/// response at most the response cap plus its projection).
+/// Largest gRPC response sent (a call's result at most four times the largest response cap, with
+/// its projection); also the request limit of a service without one of its own.
 pub const MAX_MESSAGE_BYTES: usize = 160 * 1024 * 1024;
+/// Largest `ToolExecutor` request decoded: an `Execute` sends an MCP server at most 256 KiB of
+/// arguments; room for a runtime's 1 MiB arguments refused as a result, and their context.
+pub const MAX_EXECUTE_REQUEST_BYTES: usize = 4 * 1024 * 1024;
+/// Largest `McpProxyService` request decoded: a registration with its 20,000 tool permissions.
+pub const MAX_ADMIN_REQUEST_BYTES: usize = 8 * 1024 * 1024;
 
 /// Why serving failed.
 #[derive(Debug, thiserror::Error)]
@@ -30,9 +35,19 @@ pub enum ServeError {
 /// The proxy's gRPC services: McpProxyService and ToolExecutor.
 pub fn services(proxy: McpProxy) -> Services {
     let grpc = GrpcProxy::new(proxy);
+    let decoding = |bytes| MessageLimits {
+        decoding: Some(bytes),
+        encoding: None,
+    };
     Services::new()
-        .add_service(McpProxyServiceServer::new(grpc.clone()))
-        .add_service(ToolExecutorServer::new(grpc))
+        .add_service_with_limits(
+            McpProxyServiceServer::new(grpc.clone()),
+            decoding(MAX_ADMIN_REQUEST_BYTES),
+        )
+        .add_service_with_limits(
+            ToolExecutorServer::new(grpc),
+            decoding(MAX_EXECUTE_REQUEST_BYTES),
+        )
 }
 
 /// The proxy's services plus health (both reported serving) and reflection, for tests and

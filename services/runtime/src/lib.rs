@@ -102,6 +102,7 @@ pub async fn start_on(
     let reaper = spawn_reaper(Arc::clone(&runtime));
     let options = ServeOptions::new("runtime")
         .max_message_bytes(MAX_REQUEST_BYTES)
+        .registry(Arc::clone(&runtime.metrics.registry))
         .on_shutdown(move || async move { reaper.abort() });
     let serving = toolplane_serve::serve(listener, services, options)
         .await

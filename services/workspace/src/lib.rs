@@ -49,12 +49,23 @@ use toolplane_serve::{MessageLimits, ServeOptions, Services, Serving};
 /// Largest gRPC message accepted or sent (a 32 MiB audit object plus framing).
 pub const MAX_MESSAGE_BYTES: usize = 40 * 1024 * 1024;
 
-/// The service's gRPC services: WorkspaceService and ToolExecutor.
+/// The service's gRPC services: WorkspaceService and ToolExecutor, whose requests (a tool call)
+/// are decoded up to the largest arguments it takes (`limits.max_arguments_bytes`) plus 1 MiB of
+/// context.
 pub fn services(ws: Arc<Workspace>) -> Services {
+    let execute = MessageLimits {
+        decoding: Some(
+            ws.limits()
+                .max_arguments_bytes
+                .saturating_add(1024 * 1024)
+                .min(MAX_MESSAGE_BYTES),
+        ),
+        encoding: None,
+    };
     let grpc = WorkspaceGrpc::new(ws);
     Services::new()
         .add_service(WorkspaceServiceServer::new(grpc.clone()))
-        .add_service(ToolExecutorServer::new(grpc))
+        .add_service_with_limits(ToolExecutorServer::new(grpc), execute)
 }
 
 /// Serves the workspace on `listener` and its `/metrics` on `metrics` through the one start

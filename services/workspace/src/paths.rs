@@ -9,6 +9,13 @@
 //! with leading or trailing whitespace, a segment over 255 bytes or a path over 1,024 bytes or 32
 //! segments. What remains is compared byte for byte with the roots: `OUTPUT/x` is not under
 //! `output/`.
+// Parses untrusted input: no indexing, slicing or arithmetic that can panic (docs/limits.md,
+// "Numbers that cannot panic").
+#![deny(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::string_slice
+)]
 
 use crate::error::WsError;
 
@@ -33,20 +40,27 @@ pub const PERSIST_ROOT: &str = "persist";
 pub fn is_audit_path(path: &str) -> bool {
     let segments: Vec<&str> = path.split('/').collect();
     match segments.first().copied() {
-        Some("tool-args") => {
-            segments.len() == 3
-                && segments[2].len() == "call_.json".len() + 16
-                && segments[2].starts_with("call_")
-                && segments[2].ends_with(".json")
-                && segments[2][5..21]
-                    .bytes()
-                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-        }
+        Some("tool-args") => match segments.as_slice() {
+            [_, _, name] => name
+                .strip_prefix("call_")
+                .and_then(|rest| rest.strip_suffix(".json"))
+                .is_some_and(|hex| {
+                    hex.len() == 16
+                        && hex
+                            .bytes()
+                            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+                }),
+            _ => false,
+        },
         Some("tool-results") => segments.len() >= 3,
         Some("input") | Some("model-responses") => segments.len() >= 2,
         // A returned task's result and its Markdown summary, named by the child invocation.
-        Some("agent-results") => segments.len() == 2 && segments[1].ends_with(".json"),
-        Some("summaries") => segments.len() == 2 && segments[1].ends_with("-result.md"),
+        Some("agent-results") => {
+            matches!(segments.as_slice(), [_, name] if name.ends_with(".json"))
+        }
+        Some("summaries") => {
+            matches!(segments.as_slice(), [_, name] if name.ends_with("-result.md"))
+        }
         _ => false,
     }
 }
@@ -64,7 +78,7 @@ pub fn is_writable_audit_path(path: &str) -> bool {
 /// returned task's result (or will), so nothing may be written below it.
 pub fn writable_audit_ancestor(path: &str) -> Option<&str> {
     path.match_indices('/')
-        .map(|(i, _)| &path[..i])
+        .filter_map(|(i, _)| path.get(..i))
         .find(|ancestor| is_writable_audit_path(ancestor))
 }
 
@@ -208,12 +222,14 @@ pub fn parse(raw: &str, allow_dir_slash: bool) -> Result<WsPath, WsError> {
         }
     }
     let bytes = text.as_bytes();
-    if bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':' {
+    if let [first, b':', ..] = bytes
+        && first.is_ascii_alphabetic()
+    {
         return Err(invalid(raw, "drive letters are not allowed"));
     }
-    let mut count = 0;
+    let mut count = 0usize;
     for segment in text.split('/') {
-        count += 1;
+        count = count.saturating_add(1);
         if segment.is_empty() {
             return Err(invalid(raw, "empty path segment"));
         }
@@ -393,6 +409,11 @@ pub fn valid_id(what: &str, id: &str) -> Result<(), WsError> {
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::string_slice
+)]
 mod tests {
     use super::*;
     use proptest::prelude::*;

@@ -2,5 +2,6 @@
 //! the HTTP client that calls it ([`provider::ModelClient`], including the in-process scripted
 //! provider). A leaf of the runtime's layers: it knows no run, invocation or peer.
 
+mod body;
 pub mod egress;
 pub mod provider;

@@ -23,7 +23,8 @@ use toolplane_proto::v1 as pb;
 
 pub use toolplane_model::user_message;
 
-/// Largest response body accepted from a model endpoint.
+/// Largest response body accepted from a model endpoint; a body is read chunk by chunk and refused
+/// as soon as it passes this, before it is all in memory.
 pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 
 /// A model endpoint, resolved from the run spec or the profile.
@@ -403,22 +404,9 @@ impl ModelClient {
             message: format!("request to {url} failed: {}", with_causes(&err)),
         })?;
         let status = resp.status().as_u16();
-        let bytes = resp.bytes().await.map_err(|err| CallError {
-            retryable: true,
-            status: Some(status),
-            message: format!("reading the response failed: {}", with_causes(&err)),
-        })?;
-        if bytes.len() > MAX_RESPONSE_BYTES {
-            return Err(CallError {
-                retryable: false,
-                status: Some(status),
-                message: format!(
-                    "the response is {} bytes, over {MAX_RESPONSE_BYTES}",
-                    bytes.len()
-                ),
-            });
-        }
-        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let bytes = super::body::read_capped(resp, status, MAX_RESPONSE_BYTES).await?;
+        let text = String::from_utf8(bytes)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
         if !(200..300).contains(&status) {
             let retryable = status == 429 || status >= 500 || status == 408;
             let snippet: String = text.chars().take(300).collect();
