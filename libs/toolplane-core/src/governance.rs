@@ -124,7 +124,8 @@ fn sandbox_workspace(ctx: &GovernanceContext<'_>, tool: &ToolId, path: &str) -> 
         return Err(denial(
             GovernanceLayer::Sandbox,
             format!(
-                "`{path}` is outside this invocation's {kind} roots ({})",
+                "`{}` is outside this invocation's {kind} roots ({})",
+                lexpath::shown(path),
                 roots.join(" ")
             ),
         ));
@@ -136,7 +137,10 @@ fn sandbox_workspace(ctx: &GovernanceContext<'_>, tool: &ToolId, path: &str) -> 
     {
         return Err(denial(
             GovernanceLayer::Sandbox,
-            format!("`{path}` is under the denied path `{deny}`"),
+            format!(
+                "`{}` is under the denied path `{deny}`",
+                lexpath::shown(path)
+            ),
         ));
     }
     Ok(())
@@ -149,7 +153,10 @@ fn sandbox_host(ctx: &GovernanceContext<'_>, path: &str) -> Result<(), Denial> {
     if let Some(deny) = ctx.deny_paths.iter().find(|d| lexpath::is_under(&full, d)) {
         return Err(denial(
             GovernanceLayer::Sandbox,
-            format!("`{path}` is under the denied path `{deny}`"),
+            format!(
+                "`{}` is under the denied path `{deny}`",
+                lexpath::shown(path)
+            ),
         ));
     }
     if !ctx.allow_paths.is_empty()
@@ -159,7 +166,8 @@ fn sandbox_host(ctx: &GovernanceContext<'_>, path: &str) -> Result<(), Denial> {
         return Err(denial(
             GovernanceLayer::Sandbox,
             format!(
-                "`{path}` is not under an allowed path ({})",
+                "`{}` is not under an allowed path ({})",
+                lexpath::shown(path),
                 ctx.allow_paths.join(" ")
             ),
         ));
@@ -239,6 +247,27 @@ mod tests {
 
     fn args(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn a_refusal_names_a_long_path_without_repeating_it_whole() {
+        let rules = HardlineRules::default();
+        let (v, none) = (roots(), Vec::<String>::new());
+        let deny = vec!["/srv".to_owned()];
+        let c = ctx(&v, &v, &none, &deny);
+        let read = ToolId::builtin("workspace.read_file").unwrap();
+        let ext = ToolId::parse("ext/fs:read").unwrap();
+        let long = "a".repeat(900 * 1024);
+        for (tool, path) in [(&read, long.clone()), (&ext, format!("/srv/{long}"))] {
+            let d = check(&rules, &c, tool, &args(json!({ "path": path }))).unwrap_err();
+            assert_eq!(d.layer, GovernanceLayer::Sandbox);
+            assert!(
+                d.reason.len() < 400 && d.reason.contains("aaaa…"),
+                "{} bytes: {}",
+                d.reason.len(),
+                &d.reason[..200]
+            );
+        }
     }
 
     #[test]

@@ -271,7 +271,8 @@ impl HardlineRules {
                             return Some(Violation {
                                 rule: rule.clone(),
                                 reason: format!(
-                                    "`{candidate}` names the never-allowed path `{glob}`"
+                                    "`{}` names the never-allowed path `{glob}`",
+                                    lexpath::shown(candidate)
                                 ),
                             });
                         }

@@ -15,6 +15,19 @@
     clippy::string_slice
 )]
 
+/// Most characters of a path a message repeats.
+const SHOWN_CHARS: usize = 120;
+
+/// A path as a refusal's message shows it: its first 120 characters, with `…` where it was cut,
+/// so a message names what was refused without repeating a megabyte of a model's input.
+pub fn shown(raw: &str) -> String {
+    let mut out: String = raw.chars().take(SHOWN_CHARS).collect();
+    if out.len() < raw.len() {
+        out.push('…');
+    }
+    out
+}
+
 /// The readings of one path-like string a rule must consider: the string normalised as written
 /// and, when it holds percent escapes, its decoded form normalised as well.
 pub fn readings(raw: &str) -> Vec<String> {

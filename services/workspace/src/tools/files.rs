@@ -147,10 +147,7 @@ fn check_write_limits(call: &Call<'_>, path: &WsPath, content: &str) -> Result<(
     if content.len() as u64 > limits.max_file_bytes {
         return Err(too_large(path, content.len() as u64, limits.max_file_bytes));
     }
-    if content
-        .split('\n')
-        .any(|line| line.len() > limits.max_write_line_bytes)
-    {
+    if longest_line(content.as_bytes()) > limits.max_write_line_bytes {
         return Err(WsError::tool(
             "workspace.limit_exceeded",
             format!(
@@ -161,11 +158,50 @@ fn check_write_limits(call: &Call<'_>, path: &WsPath, content: &str) -> Result<(
     }
     if content.contains('\0') {
         return Err(WsError::tool(
-            "workspace.limit_exceeded",
+            "workspace.file_not_text",
             "content holds a NUL character; only text can be written",
         ));
     }
     Ok(())
+}
+
+/// The length in bytes of the longest `\n`-separated line of `text`.
+fn longest_line(text: &[u8]) -> usize {
+    text.split(|b| *b == b'\n')
+        .map(<[u8]>::len)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Refuses a file an append or a patch would leave with a line over the limit: each piece may be
+/// within it while the line they make together is not.
+fn check_result_lines(path: &WsPath, text: &[u8], max_line: usize) -> Result<(), WsError> {
+    if longest_line(text) > max_line {
+        return Err(WsError::tool(
+            "workspace.limit_exceeded",
+            format!(
+                "{path} would have a line longer than {max_line} bytes; add line breaks to the new text"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The size limits a write or patch checks its result against.
+#[derive(Debug, Clone, Copy)]
+struct Caps {
+    file_bytes: u64,
+    line_bytes: usize,
+}
+
+impl Caps {
+    fn of(call: &Call<'_>) -> Caps {
+        let limits = call.ws.limits();
+        Caps {
+            file_bytes: limits.max_file_bytes,
+            line_bytes: limits.max_write_line_bytes,
+        }
+    }
 }
 
 struct Written {
@@ -209,7 +245,7 @@ fn write_locked(
     content: String,
     append: bool,
     invocation: &Invocation,
-    max: u64,
+    caps: Caps,
 ) -> Result<Written, WsError> {
     let target = base.join(p.as_str());
     let _guard = tree.lock_path(&target);
@@ -230,13 +266,14 @@ fn write_locked(
         }
         _ => content.into_bytes(),
     };
-    if new_bytes.len() as u64 > max {
-        return Err(too_large(p, new_bytes.len() as u64, max));
+    if new_bytes.len() as u64 > caps.file_bytes {
+        return Err(too_large(p, new_bytes.len() as u64, caps.file_bytes));
     }
     if let Some(old) = &current
         && append
     {
         check_text(old).map_err(|e| not_text(p, e))?;
+        check_result_lines(p, &new_bytes, caps.line_bytes)?;
     }
     tree.write_durable(base, p.as_str(), &new_bytes)?;
     let version = sha256_hex(&new_bytes);
@@ -277,11 +314,11 @@ pub async fn write_file(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsErr
         .await?;
     let base = run_base(call);
     let invocation = std::sync::Arc::clone(&call.invocation);
-    let max = call.ws.limits().max_file_bytes;
+    let caps = Caps::of(call);
     let p = path.clone();
     let written = call
         .ws
-        .blocking(move |tree| write_locked(tree, &base, &p, content, append, &invocation, max))
+        .blocking(move |tree| write_locked(tree, &base, &p, content, append, &invocation, caps))
         .await?;
     let appended = args.required_str("content")?.len();
     let summary = match (written.created, append) {
@@ -329,7 +366,7 @@ fn patch_locked(
     p: &WsPath,
     edit: &Edit,
     invocation: &Invocation,
-    max: u64,
+    caps: Caps,
 ) -> Result<Patched, WsError> {
     let (old, new, replace_all) = (edit.old.as_str(), edit.new.as_str(), edit.replace_all);
     let target = base.join(p.as_str());
@@ -355,8 +392,8 @@ fn patch_locked(
     // `new` could otherwise allocate many times the limit before being refused.
     let replaced = if replace_all { count } else { 1 };
     let size = patched_size(text.len(), old.len(), new.len(), replaced);
-    if size > max {
-        return Err(too_large(p, size, max));
+    if size > caps.file_bytes {
+        return Err(too_large(p, size, caps.file_bytes));
     }
     let first_at = text.find(old).unwrap_or(0);
     let first_line = text[..first_at].matches('\n').count() as u64 + 1;
@@ -365,6 +402,7 @@ fn patch_locked(
     } else {
         text.replacen(old, new, 1)
     };
+    check_result_lines(p, next.as_bytes(), caps.line_bytes)?;
     tree.write_durable(base, p.as_str(), next.as_bytes())?;
     let new_version = sha256_hex(next.as_bytes());
     // `check_patch` allowed the patch only with a read-state.
@@ -418,7 +456,7 @@ pub async fn apply_patch(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsEr
         .await?;
     let base = run_base(call);
     let invocation = std::sync::Arc::clone(&call.invocation);
-    let max = call.ws.limits().max_file_bytes;
+    let caps = Caps::of(call);
     let p = path.clone();
     let edit = Edit {
         old,
@@ -427,7 +465,7 @@ pub async fn apply_patch(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsEr
     };
     let patched = call
         .ws
-        .blocking(move |tree| patch_locked(tree, &base, &p, &edit, &invocation, max))
+        .blocking(move |tree| patch_locked(tree, &base, &p, &edit, &invocation, caps))
         .await?;
     let summary = if patched.replacements == 1 {
         format!(
