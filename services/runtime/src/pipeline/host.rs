@@ -52,6 +52,10 @@ pub struct HostCalls<'a> {
     pub model_response: Option<String>,
     /// The tool choice of the next turn; `None` keeps the current one.
     pub next_choice: Option<ToolChoice>,
+    /// The cell the calls are made for: the caller's, from its credential; `None` is the run's
+    /// own cell (authentication off). Governance's Zone layer refuses every call of a turn made
+    /// for another cell than the run's.
+    pub cell: Option<&'a str>,
 }
 
 impl Runtime {
@@ -72,6 +76,7 @@ impl Runtime {
             epoch,
             model_response,
             next_choice: None,
+            cell: None,
         };
         self.execute_host_calls(inv, req).await
     }
@@ -122,7 +127,8 @@ impl Runtime {
             self.turn_without_calls(inv, &inner).await?;
             TurnOutcome::default()
         } else {
-            self.run_or_fail(inv, &mut inner, decoded.invocations)
+            let cell = req.cell.unwrap_or(&inv.run.cell);
+            self.run_or_fail(inv, &mut inner, decoded.invocations, cell)
                 .await?
         };
         let result_messages = Value::Array(toolplane_model::encode_results(
@@ -169,8 +175,9 @@ impl Runtime {
         inv: &Arc<Invocation>,
         inner: &mut InvocationInner,
         calls: Vec<ToolInvocation>,
+        cell: &str,
     ) -> Result<TurnOutcome, RuntimeError> {
-        match run_turn(self, inv, inner, calls).await {
+        match run_turn(self, inv, inner, calls, cell).await {
             Ok(o) => Ok(o),
             Err(e) => {
                 let retryable = e.code().class() == ErrorClass::System;
