@@ -21,6 +21,7 @@
 
 pub mod assembly;
 pub mod cell;
+mod cells;
 pub mod config;
 pub mod convert;
 pub mod describe;
