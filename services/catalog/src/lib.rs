@@ -38,6 +38,7 @@ pub mod records;
 pub mod server;
 pub mod sources;
 pub mod state;
+pub mod tokens;
 pub mod tools;
 
 pub use config::{CatalogConfig, Limits, StoreConfig};
