@@ -108,6 +108,36 @@ impl Caller {
         }
     }
 
+    /// The cell a request acts in, from the credential, never from the request. With
+    /// authentication off it is the request's cell as named (empty stays empty: each service
+    /// keeps its own meaning of an empty cell). Otherwise an empty cell is the caller's, and a
+    /// request naming another cell is refused (`auth.permission_denied`, whether that cell exists
+    /// or not).
+    pub fn scope(&self, requested: &str) -> Result<String, AuthError> {
+        if self.kind == CallerKind::AuthOff {
+            return Ok(requested.to_owned());
+        }
+        if requested.is_empty() {
+            return Ok(self.cell.clone());
+        }
+        self.check_cell(requested)?;
+        Ok(self.cell.clone())
+    }
+
+    /// The one cell whose records this caller may see; `None` (every cell) with authentication
+    /// off. A record of another cell is answered as not found, exactly like a missing one.
+    pub fn visible_cell(&self) -> Option<&str> {
+        match self.kind {
+            CallerKind::AuthOff => None,
+            CallerKind::Token | CallerKind::Jwt => Some(&self.cell),
+        }
+    }
+
+    /// True when a record of `cell` is visible to this caller.
+    pub fn sees(&self, cell: &str) -> bool {
+        self.visible_cell().is_none_or(|own| own == cell)
+    }
+
     /// Refuses a caller whose role does not include `required` (`auth.permission_denied`).
     pub fn check_role(&self, required: Role) -> Result<(), AuthError> {
         if self.role.includes(required) {
@@ -168,5 +198,29 @@ mod tests {
         assert_eq!(err.code(), "auth.permission_denied");
         assert!(caller.check_role(Role::Reader).is_ok());
         assert!(caller.check_role(Role::Admin).is_err());
+    }
+
+    #[test]
+    fn the_scope_comes_from_the_credential_unless_auth_is_off() {
+        let caller = Caller {
+            cell: "a".into(),
+            role: Role::Admin,
+            principal: "tok_1".into(),
+            kind: CallerKind::Token,
+        };
+        assert_eq!(caller.scope("").unwrap(), "a");
+        assert_eq!(caller.scope("a").unwrap(), "a");
+        assert_eq!(
+            caller.scope("b").unwrap_err().code(),
+            "auth.permission_denied"
+        );
+        assert_eq!(caller.visible_cell(), Some("a"));
+        assert!(caller.sees("a") && !caller.sees("b"));
+
+        let off = Caller::auth_off("default");
+        assert_eq!(off.scope("").unwrap(), "");
+        assert_eq!(off.scope("b").unwrap(), "b");
+        assert_eq!(off.visible_cell(), None);
+        assert!(off.sees("a") && off.sees("b"));
     }
 }

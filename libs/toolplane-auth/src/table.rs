@@ -96,6 +96,10 @@ pub const RPC_ROLES: &[(&str, Requirement)] = &[
     // executor.proto: called by the runtime, which executes tool calls on an agent's behalf
     // after its gate and governance; an agent never calls an executor directly.
     ("/toolplane.v1.ToolExecutor/Execute", ADMIN),
+    // auth.proto: tokens are an admin's.
+    ("/toolplane.v1.TokenService/CreateToken", ADMIN),
+    ("/toolplane.v1.TokenService/ListTokens", ADMIN),
+    ("/toolplane.v1.TokenService/RevokeToken", ADMIN),
     // gRPC health stays open for probes and load balancers.
     ("/grpc.health.v1.Health/Check", Open),
     ("/grpc.health.v1.Health/Watch", Open),

@@ -57,7 +57,7 @@ impl CatalogService for CatalogGrpc {
         &self,
         request: Request<pb::ListToolsRequest>,
     ) -> Result<Response<pb::ListToolsResponse>, Status> {
-        let r = request.into_inner();
+        let r = crate::cells::scoped(request)?;
         let cell = CellId::parse(&r.cell_id)?;
         let filter = ListFilter::new(
             sources_filter(&r.sources),
@@ -113,7 +113,7 @@ impl CatalogService for CatalogGrpc {
         &self,
         request: Request<pb::GetToolRequest>,
     ) -> Result<Response<pb::GetToolResponse>, Status> {
-        let r = request.into_inner();
+        let r = crate::cells::scoped(request)?;
         let cell = CellId::parse(&r.cell_id)?;
         let (assembled, i) = self.catalog.get_tool(&cell, &r.tool_id).await?;
         Ok(Response::new(pb::GetToolResponse {
@@ -125,7 +125,7 @@ impl CatalogService for CatalogGrpc {
         &self,
         request: Request<pb::DescribeToolsRequest>,
     ) -> Result<Response<pb::DescribeToolsResponse>, Status> {
-        let r = request.into_inner();
+        let r = crate::cells::scoped(request)?;
         let cell = CellId::parse(&r.cell_id)?;
         let profile_id = optional(&r.profile_id)
             .map(|p| parse_segment("profile id", &p))
@@ -160,7 +160,7 @@ impl CatalogService for CatalogGrpc {
         &self,
         request: Request<pb::RegisterToolsRequest>,
     ) -> Result<Response<pb::RegisterToolsResponse>, Status> {
-        let r = request.into_inner();
+        let r = crate::cells::scoped(request)?;
         let size = prost::Message::encoded_len(&r);
         let max = self.catalog.config.limits.max_registration_bytes;
         if size > max {
@@ -215,7 +215,7 @@ impl CatalogService for CatalogGrpc {
         &self,
         request: Request<pb::DeregisterToolsRequest>,
     ) -> Result<Response<pb::DeregisterToolsResponse>, Status> {
-        let r = request.into_inner();
+        let r = crate::cells::scoped(request)?;
         let cell = CellId::parse(&r.cell_id)?;
         let removed = self
             .catalog
@@ -234,7 +234,7 @@ impl CatalogService for CatalogGrpc {
         &self,
         request: Request<pb::ListToolHostsRequest>,
     ) -> Result<Response<pb::ListToolHostsResponse>, Status> {
-        let r = request.into_inner();
+        let r = crate::cells::scoped(request)?;
         let cell = CellId::parse(&r.cell_id)?;
         let page = self
             .catalog
@@ -254,7 +254,7 @@ impl CatalogService for CatalogGrpc {
         &self,
         request: Request<pb::RefreshSourcesRequest>,
     ) -> Result<Response<pb::RefreshSourcesResponse>, Status> {
-        let r = request.into_inner();
+        let r = crate::cells::scoped(request)?;
         let cell = CellId::parse(&r.cell_id)?;
         let c = self.catalog.cell(&cell).await?;
         let statuses = self.catalog.refresh(&c).await;
@@ -270,7 +270,7 @@ impl ProfileService for CatalogGrpc {
         &self,
         request: Request<pb::PutProfileRequest>,
     ) -> Result<Response<pb::PutProfileResponse>, Status> {
-        let r = request.into_inner();
+        let r = crate::cells::scoped(request)?;
         let cell = CellId::parse(&r.cell_id)?;
         if !r.profile_id.is_empty() {
             parse_segment("profile id", &r.profile_id)?;
@@ -295,7 +295,7 @@ impl ProfileService for CatalogGrpc {
         &self,
         request: Request<pb::GetProfileRequest>,
     ) -> Result<Response<pb::GetProfileResponse>, Status> {
-        let r = request.into_inner();
+        let r = crate::cells::scoped(request)?;
         let cell = CellId::parse(&r.cell_id)?;
         let stored = self.catalog.profile(&cell, &r.profile_id).await?;
         Ok(Response::new(pb::GetProfileResponse {
@@ -307,7 +307,7 @@ impl ProfileService for CatalogGrpc {
         &self,
         request: Request<pb::ListProfilesRequest>,
     ) -> Result<Response<pb::ListProfilesResponse>, Status> {
-        let r = request.into_inner();
+        let r = crate::cells::scoped(request)?;
         let cell = CellId::parse(&r.cell_id)?;
         let page = self
             .catalog
@@ -327,7 +327,7 @@ impl ProfileService for CatalogGrpc {
         &self,
         request: Request<pb::DeleteProfileRequest>,
     ) -> Result<Response<pb::DeleteProfileResponse>, Status> {
-        let r = request.into_inner();
+        let r = crate::cells::scoped(request)?;
         let cell = CellId::parse(&r.cell_id)?;
         let deleted_version = self
             .catalog
@@ -340,7 +340,7 @@ impl ProfileService for CatalogGrpc {
         &self,
         request: Request<pb::PutPlatformPolicyRequest>,
     ) -> Result<Response<pb::PutPlatformPolicyResponse>, Status> {
-        let r = request.into_inner();
+        let r = crate::cells::scoped(request)?;
         let cell = CellId::parse(&r.cell_id)?;
         let (record, warnings) = self
             .catalog
@@ -356,7 +356,7 @@ impl ProfileService for CatalogGrpc {
         &self,
         request: Request<pb::GetPlatformPolicyRequest>,
     ) -> Result<Response<pb::GetPlatformPolicyResponse>, Status> {
-        let r = request.into_inner();
+        let r = crate::cells::scoped(request)?;
         let cell = CellId::parse(&r.cell_id)?;
         let stored = self.catalog.platform_policy(&cell).await?;
         Ok(Response::new(pb::GetPlatformPolicyResponse {
@@ -370,7 +370,7 @@ impl ProfileService for CatalogGrpc {
         &self,
         request: Request<pb::PutUserPolicyRequest>,
     ) -> Result<Response<pb::PutUserPolicyResponse>, Status> {
-        let r = request.into_inner();
+        let r = crate::cells::scoped(request)?;
         let cell = CellId::parse(&r.cell_id)?;
         let actor = ActorId::parse(&r.actor_id)?;
         let (record, warnings) = self
@@ -387,7 +387,7 @@ impl ProfileService for CatalogGrpc {
         &self,
         request: Request<pb::GetUserPolicyRequest>,
     ) -> Result<Response<pb::GetUserPolicyResponse>, Status> {
-        let r = request.into_inner();
+        let r = crate::cells::scoped(request)?;
         let cell = CellId::parse(&r.cell_id)?;
         let actor = ActorId::parse(&r.actor_id)?;
         let stored = self.catalog.user_policy(&cell, &actor).await?;
@@ -402,7 +402,7 @@ impl ProfileService for CatalogGrpc {
         &self,
         request: Request<pb::ResolveProfileRequest>,
     ) -> Result<Response<pb::ResolveProfileResponse>, Status> {
-        let r = request.into_inner();
+        let r = crate::cells::scoped(request)?;
         let cell = CellId::parse(&r.cell_id)?;
         let actor = ActorId::parse_optional(&r.actor_id)?;
         let resolved = self

@@ -8,12 +8,13 @@
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::{Extension, Router};
 use http::{HeaderValue, StatusCode, header};
+use toolplane_auth::Caller;
 use toolplane_core::catalog::ToolSource;
 use toolplane_core::category::Category;
 
@@ -69,21 +70,48 @@ async fn trace(request: axum::extract::Request, next: axum::middleware::Next) ->
 }
 
 /// Errors as `{"code": …, "message": …}` with the matching HTTP status.
-struct HttpError(CatalogError);
+enum HttpError {
+    Catalog(CatalogError),
+    /// The request named another cell than the caller's (403).
+    Auth(toolplane_auth::AuthError),
+}
 
 impl From<CatalogError> for HttpError {
     fn from(e: CatalogError) -> Self {
-        HttpError(e)
+        HttpError::Catalog(e)
     }
+}
+
+/// The cell a request acts in: the caller's (see `crate::cells`), as the `cell` parameter names
+/// it when authentication is off.
+fn cell_param(caller: &Option<Extension<Caller>>, p: &Params) -> Result<CellId, HttpError> {
+    let requested = p.one("cell").unwrap_or("");
+    let cell = match caller {
+        Some(Extension(caller)) => caller.scope(requested).map_err(HttpError::Auth)?,
+        None => requested.to_owned(),
+    };
+    Ok(CellId::parse(&cell)?)
 }
 
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
-        let status = self.0.http_status();
+        let e = match self {
+            HttpError::Catalog(e) => e,
+            HttpError::Auth(e) => {
+                let body = serde_json::json!({"code": e.code(), "message": e.to_string()});
+                return (
+                    StatusCode::FORBIDDEN,
+                    [(header::CONTENT_TYPE, "application/json")],
+                    body.to_string(),
+                )
+                    .into_response();
+            }
+        };
+        let status = e.http_status();
         if status.is_server_error() {
-            tracing::error!(code = self.0.code(), error = %self.0, "http request failed");
+            tracing::error!(code = e.code(), error = %e, "http request failed");
         }
-        let body = serde_json::json!({"code": self.0.code(), "message": self.0.to_string()});
+        let body = serde_json::json!({"code": e.code(), "message": e.to_string()});
         (
             status,
             [(header::CONTENT_TYPE, "application/json")],
@@ -195,7 +223,7 @@ struct Common {
     actor: Option<ActorId>,
 }
 
-fn common(p: &Params) -> Result<Common, CatalogError> {
+fn common(p: &Params, caller: &Option<Extension<Caller>>) -> Result<Common, HttpError> {
     let filter = ListFilter::new(
         p.all("source")
             .into_iter()
@@ -216,10 +244,10 @@ fn common(p: &Params) -> Result<Common, CatalogError> {
         .transpose()?;
     let actor = ActorId::parse_optional(p.one("actor").unwrap_or(""))?;
     if actor.is_some() && profile.is_none() {
-        return Err(CatalogError::invalid_request("actor needs profile"));
+        return Err(CatalogError::invalid_request("actor needs profile").into());
     }
     Ok(Common {
-        cell: CellId::parse(p.one("cell").unwrap_or(""))?,
+        cell: cell_param(caller, p)?,
         filter,
         profile,
         actor,
@@ -237,10 +265,11 @@ fn json_response(body: Vec<u8>) -> Response {
 
 async fn tools(
     State(catalog): State<Arc<Catalog>>,
+    caller: Option<Extension<Caller>>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, HttpError> {
     let p = Params::parse(raw)?;
-    let c = common(&p)?;
+    let c = common(&p, &caller)?;
     let size = match p.one("limit") {
         Some(s) => s
             .parse::<u32>()
@@ -294,10 +323,11 @@ async fn tools(
 
 async fn descriptions(
     State(catalog): State<Arc<Catalog>>,
+    caller: Option<Extension<Caller>>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, HttpError> {
     let p = Params::parse(raw)?;
-    let c = common(&p)?;
+    let c = common(&p, &caller)?;
     let ids: Vec<String> = p.all("tool_id").into_iter().map(str::to_owned).collect();
     let d = catalog
         .describe_tools(
@@ -318,10 +348,11 @@ async fn descriptions(
 
 async fn omitted(
     State(catalog): State<Arc<Catalog>>,
+    caller: Option<Extension<Caller>>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, HttpError> {
     let p = Params::parse(raw)?;
-    let c = common(&p)?;
+    let c = common(&p, &caller)?;
     let Some(profile) = c.profile else {
         return Err(CatalogError::invalid_request("GET /tools/omitted needs profile").into());
     };
@@ -334,10 +365,11 @@ async fn omitted(
 
 async fn sources(
     State(catalog): State<Arc<Catalog>>,
+    caller: Option<Extension<Caller>>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, HttpError> {
     let p = Params::parse(raw)?;
-    let cell = CellId::parse(p.one("cell").unwrap_or(""))?;
+    let cell = cell_param(&caller, &p)?;
     let c = catalog.cell(&cell).await?;
     let statuses = if p.flag("refresh")? {
         catalog.refresh(&c).await

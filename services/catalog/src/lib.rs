@@ -21,6 +21,7 @@
 
 pub mod assembly;
 pub mod cell;
+mod cells;
 pub mod config;
 pub mod convert;
 pub mod describe;
@@ -37,6 +38,7 @@ pub mod records;
 pub mod server;
 pub mod sources;
 pub mod state;
+pub mod tokens;
 pub mod tools;
 
 pub use config::{CatalogConfig, Limits, StoreConfig};

@@ -1,4 +1,5 @@
-//! Starting and stopping the catalog: the store, the start-up profiles, the gRPC and HTTP servers
+//! Starting and stopping the catalog: the store, the start-up profiles, the gRPC servers (catalog,
+//! profiles, and the plane's tokens) and the HTTP server
 //! (through the one start every service shares, `toolplane_serve`: health, reflection, tracing,
 //! the request limit) and the background refresher.
 //!
@@ -12,6 +13,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use toolplane_auth::TokenStore;
 use toolplane_proto::v1::catalog_service_server::CatalogServiceServer;
 use toolplane_proto::v1::profile_service_server::ProfileServiceServer;
 use toolplane_serve::{MessageLimits, ServeOptions, Services, Serving};
@@ -23,6 +25,7 @@ use crate::error::{CatalogCode, CatalogError};
 use crate::grpc::CatalogGrpc;
 use crate::records::Records;
 use crate::state::Catalog;
+use crate::tokens::{TOKEN_NAMESPACE, TokenGrpc};
 
 /// The store namespace the catalog keeps its state in.
 pub const NAMESPACE: &str = "catalog";
@@ -112,6 +115,7 @@ pub async fn start_unwarmed(
         tracing::info!(dir = %dir.display(), written = loaded.len(), "profile directory loaded");
     }
     let svc = CatalogGrpc::new(Arc::clone(&catalog));
+    let tokens = TokenStore::new(store.namespace(TOKEN_NAMESPACE)?);
     let services = Services::new()
         .add_service(CatalogServiceServer::new(svc.clone()))
         .add_service_with_limits(
@@ -120,7 +124,8 @@ pub async fn start_unwarmed(
                 decoding: Some(MAX_PROFILE_REQUEST_BYTES.min(config.limits.max_request_bytes)),
                 encoding: None,
             },
-        );
+        )
+        .add_service(TokenGrpc::new(tokens).server());
     let options = ServeOptions::new("catalog")
         .max_request_bytes(config.limits.max_request_bytes)
         .http(http_listener, crate::http::router(Arc::clone(&catalog)));

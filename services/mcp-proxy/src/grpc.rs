@@ -65,7 +65,7 @@ impl McpProxyService for GrpcProxy {
         request: Request<pb::UpsertServerRequest>,
     ) -> Result<Response<pb::UpsertServerResponse>, Status> {
         let caller = request.extensions().get::<Caller>().cloned();
-        let r = request.into_inner();
+        let r = crate::cells::scoped(request)?;
         let input = UpsertInput {
             cell_id: r.cell_id,
             server_id: r.server_id,
@@ -91,7 +91,7 @@ impl McpProxyService for GrpcProxy {
         &self,
         request: Request<pb::DeregisterServerRequest>,
     ) -> Result<Response<pb::DeregisterServerResponse>, Status> {
-        let r = request.into_inner();
+        let r = crate::cells::scoped(request)?;
         let removed = self.proxy.deregister(&r.cell_id, &r.server_id).await?;
         Ok(Response::new(pb::DeregisterServerResponse {
             removed_tool_ids: removed,
@@ -102,7 +102,7 @@ impl McpProxyService for GrpcProxy {
         &self,
         request: Request<pb::SetServerStateRequest>,
     ) -> Result<Response<pb::SetServerStateResponse>, Status> {
-        let r = request.into_inner();
+        let r = crate::cells::scoped(request)?;
         let state = required(convert::state_from(r.state)?, "state")?;
         let view = self
             .proxy
@@ -117,7 +117,7 @@ impl McpProxyService for GrpcProxy {
         &self,
         request: Request<pb::SetToolPermissionRequest>,
     ) -> Result<Response<pb::SetToolPermissionResponse>, Status> {
-        let r = request.into_inner();
+        let r = crate::cells::scoped(request)?;
         let permission = required(convert::permission_from(r.permission)?, "permission")?;
         let tool = self
             .proxy
@@ -132,7 +132,7 @@ impl McpProxyService for GrpcProxy {
         &self,
         request: Request<pb::RefreshServerRequest>,
     ) -> Result<Response<pb::RefreshServerResponse>, Status> {
-        let r = request.into_inner();
+        let r = crate::cells::scoped(request)?;
         let (view, outcome) = self.proxy.refresh(&r.cell_id, &r.server_id).await?;
         Ok(Response::new(pb::RefreshServerResponse {
             server: Some(convert::server_to(&view)),
@@ -146,7 +146,7 @@ impl McpProxyService for GrpcProxy {
         &self,
         request: Request<pb::GetServerRequest>,
     ) -> Result<Response<pb::GetServerResponse>, Status> {
-        let r = request.into_inner();
+        let r = crate::cells::scoped(request)?;
         let view = self.proxy.get_server(&r.cell_id, &r.server_id)?;
         Ok(Response::new(pb::GetServerResponse {
             server: Some(convert::server_to(&view)),
@@ -157,7 +157,7 @@ impl McpProxyService for GrpcProxy {
         &self,
         request: Request<pb::ListServersRequest>,
     ) -> Result<Response<pb::ListServersResponse>, Status> {
-        let r = request.into_inner();
+        let r = crate::cells::scoped(request)?;
         let (views, next) = self
             .proxy
             .list_servers(&r.cell_id, r.page_size, &r.page_token)?;
@@ -171,7 +171,7 @@ impl McpProxyService for GrpcProxy {
         &self,
         request: Request<pb::ListCachedToolsRequest>,
     ) -> Result<Response<pb::ListCachedToolsResponse>, Status> {
-        let r = request.into_inner();
+        let r = crate::cells::scoped(request)?;
         let (tools, next) = self.proxy.list_cached_tools(
             &r.cell_id,
             &r.server_ids,
@@ -196,7 +196,7 @@ impl ToolExecutor for GrpcProxy {
         // Answer a little before the caller's own deadline so it gets a result, not a status.
         let rpc_deadline =
             grpc_timeout(&request).map(|d| d.saturating_sub(Duration::from_millis(20).min(d / 10)));
-        let r = request.into_inner();
+        let r = crate::cells::scoped(request)?;
         let invocation = required(r.invocation, "invocation")?;
         let context = r.context.unwrap_or_default();
         let timeout = match (r.timeout_ms.map(Duration::from_millis), rpc_deadline) {

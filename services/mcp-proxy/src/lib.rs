@@ -15,6 +15,7 @@
 
 pub mod catalog;
 mod causes;
+mod cells;
 pub mod children;
 pub mod config;
 pub mod connection;

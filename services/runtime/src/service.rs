@@ -26,6 +26,8 @@ use crate::state::{
 };
 use crate::tools::agents::injection_text;
 
+mod cells;
+
 /// Largest `calls_json` accepted.
 const MAX_CALLS_JSON_BYTES: usize = 8 * 1024 * 1024;
 
@@ -196,10 +198,10 @@ impl RuntimeService for RuntimeGrpc {
         &self,
         request: Request<pb::CreateRunRequest>,
     ) -> Result<Response<pb::CreateRunResponse>, Status> {
-        let run = self
-            .rt
-            .create_run(new_run_from_create(request.into_inner())?)
-            .await?;
+        let caller = cells::caller(&request);
+        let mut r = request.into_inner();
+        r.cell_id = cells::scope(&caller, &r.cell_id)?;
+        let run = self.rt.create_run(new_run_from_create(r)?).await?;
         Ok(Response::new(pb::CreateRunResponse {
             run: Some(run_response(&self.rt, &run).await),
         }))
@@ -209,10 +211,12 @@ impl RuntimeService for RuntimeGrpc {
         &self,
         request: Request<pb::StartRunRequest>,
     ) -> Result<Response<pb::StartRunResponse>, Status> {
-        let spec = request
+        let caller = cells::caller(&request);
+        let mut spec = request
             .into_inner()
             .spec
             .ok_or_else(|| Status::from(RuntimeError::invalid("a run spec is required")))?;
+        spec.cell_id = cells::scope(&caller, &spec.cell_id)?;
         let run = crate::runloop::start(self.rt.clone(), run_start(spec, &self.rt.cfg)?).await?;
         Ok(Response::new(pb::StartRunResponse {
             run: Some(run_response(&self.rt, &run).await),
@@ -223,7 +227,8 @@ impl RuntimeService for RuntimeGrpc {
         &self,
         request: Request<pb::GetRunRequest>,
     ) -> Result<Response<pb::GetRunResponse>, Status> {
-        let run = self.rt.run(&request.into_inner().run_id)?;
+        let caller = cells::caller(&request);
+        let run = cells::run(&self.rt, &caller, &request.into_inner().run_id)?;
         Ok(Response::new(pb::GetRunResponse {
             run: Some(run_response(&self.rt, &run).await),
         }))
@@ -233,13 +238,16 @@ impl RuntimeService for RuntimeGrpc {
         &self,
         request: Request<pb::ListRunsRequest>,
     ) -> Result<Response<pb::ListRunsResponse>, Status> {
+        let caller = cells::caller(&request);
         let r = request.into_inner();
+        // With auth on an empty cell is the caller's, never every cell.
+        let cell = cells::scope(&caller, &r.cell_id)?;
         let mut runs: Vec<RunRecord> = self
             .rt
             .runs()
             .iter()
             .map(|run| run.snapshot())
-            .filter(|x| r.cell_id.is_empty() || x.cell_id == r.cell_id)
+            .filter(|x| cell.is_empty() || x.cell_id == cell)
             .filter(|x| r.actor_id.is_empty() || x.actor_id == r.actor_id)
             .filter(|x| r.chat_id.is_empty() || x.chat_id == r.chat_id)
             .filter(|x| r.statuses.is_empty() || r.statuses.contains(&status_pb(x.status)))
@@ -268,8 +276,9 @@ impl RuntimeService for RuntimeGrpc {
         &self,
         request: Request<pb::CancelRunRequest>,
     ) -> Result<Response<pb::CancelRunResponse>, Status> {
+        let caller = cells::caller(&request);
         let r = request.into_inner();
-        let run = self.rt.run(&r.run_id)?;
+        let run = cells::run(&self.rt, &caller, &r.run_id)?;
         self.rt.cancel_run(&run, &r.reason).await?;
         Ok(Response::new(pb::CancelRunResponse {
             run: Some(run_response(&self.rt, &run).await),
@@ -282,8 +291,9 @@ impl RuntimeService for RuntimeGrpc {
         &self,
         request: Request<pb::WatchRunRequest>,
     ) -> Result<Response<Self::WatchRunStream>, Status> {
+        let caller = cells::caller(&request);
         let r = request.into_inner();
-        let run = self.rt.run(&r.run_id)?;
+        let run = cells::run(&self.rt, &caller, &r.run_id)?;
         let ws = &self.rt.ports.workspace;
         let from = r.from_seq.max(1);
         if r.history_only {
@@ -325,8 +335,9 @@ impl RuntimeService for RuntimeGrpc {
         &self,
         request: Request<pb::OpenInvocationRequest>,
     ) -> Result<Response<pb::OpenInvocationResponse>, Status> {
+        let caller = cells::caller(&request);
         let r = request.into_inner();
-        let run = self.rt.run(&r.run_id)?;
+        let run = cells::run(&self.rt, &caller, &r.run_id)?;
         if let Some(e) = r.epoch
             && e != 0
             && e < run.epoch()
@@ -366,6 +377,7 @@ impl RuntimeService for RuntimeGrpc {
         &self,
         request: Request<pb::ExecuteToolCallsRequest>,
     ) -> Result<Response<pb::ExecuteToolCallsResponse>, Status> {
+        let caller = cells::caller(&request);
         let r = request.into_inner();
         if r.calls_json.len() > MAX_CALLS_JSON_BYTES {
             return Err(RuntimeError::invalid(format!(
@@ -374,7 +386,7 @@ impl RuntimeService for RuntimeGrpc {
             ))
             .into());
         }
-        let inv = self.rt.invocation(&r.invocation_id)?;
+        let inv = cells::invocation(&self.rt, &caller, &r.invocation_id)?;
         let format = convert::provider_format(r.provider_format)?;
         let calls: Value = serde_json::from_str(&r.calls_json).map_err(|e| {
             RuntimeError::new(
@@ -399,6 +411,7 @@ impl RuntimeService for RuntimeGrpc {
                     epoch: r.epoch,
                     model_response: r.model_response_json,
                     next_choice,
+                    cell: caller.visible_cell(),
                 },
             )
             .await?;
@@ -455,8 +468,9 @@ impl RuntimeService for RuntimeGrpc {
         &self,
         request: Request<pb::CloseInvocationRequest>,
     ) -> Result<Response<pb::CloseInvocationResponse>, Status> {
+        let caller = cells::caller(&request);
         let r = request.into_inner();
-        let inv = self.rt.invocation(&r.invocation_id)?;
+        let inv = cells::invocation(&self.rt, &caller, &r.invocation_id)?;
         self.rt.close_invocation(&inv, &r.reason, r.epoch).await?;
         Ok(Response::new(pb::CloseInvocationResponse {
             invocation: Some(invocation_pb(&inv).await),
@@ -467,7 +481,8 @@ impl RuntimeService for RuntimeGrpc {
         &self,
         request: Request<pb::GetInvocationRequest>,
     ) -> Result<Response<pb::GetInvocationResponse>, Status> {
-        let inv = self.rt.invocation(&request.into_inner().invocation_id)?;
+        let caller = cells::caller(&request);
+        let inv = cells::invocation(&self.rt, &caller, &request.into_inner().invocation_id)?;
         Ok(Response::new(pb::GetInvocationResponse {
             invocation: Some(invocation_pb(&inv).await),
         }))
@@ -477,8 +492,9 @@ impl RuntimeService for RuntimeGrpc {
         &self,
         request: Request<pb::ListInvocationsRequest>,
     ) -> Result<Response<pb::ListInvocationsResponse>, Status> {
+        let caller = cells::caller(&request);
         let r = request.into_inner();
-        self.rt.run(&r.run_id)?;
+        cells::run(&self.rt, &caller, &r.run_id)?;
         let all = self.rt.invocations_of(&r.run_id);
         let (start, size, next) = page_window(r.page_size, 100, 1000, &r.page_token, all.len())?;
         let mut out = Vec::new();
@@ -495,8 +511,9 @@ impl RuntimeService for RuntimeGrpc {
         &self,
         request: Request<pb::GetSnapshotRequest>,
     ) -> Result<Response<pb::GetSnapshotResponse>, Status> {
+        let caller = cells::caller(&request);
         let id = request.into_inner().snapshot_id;
-        let inv = self.rt.invocation(&id)?;
+        let inv = cells::invocation(&self.rt, &caller, &id)?;
         let inner = inv.inner.lock().await;
         let json = serde_json::to_string_pretty(&*inner.snapshot)
             .map_err(|e| Status::internal(e.to_string()))?;

@@ -40,6 +40,7 @@ async fn host_turn(
             epoch: None,
             model_response: None,
             next_choice,
+            cell: None,
         },
     )
     .await

@@ -121,6 +121,9 @@ pub enum Command {
     /// Start, follow, inspect and cancel runs.
     #[command(subcommand)]
     Run(RunCommand),
+    /// Create, list and revoke bearer tokens (admins; the cell is `--cell`).
+    #[command(subcommand)]
+    Token(TokenCommand),
     /// A run's journal as a readable timeline: every tool call with its alias, duration, outcome,
     /// error code and audit paths.
     Events(EventsArgs),
@@ -206,6 +209,27 @@ pub struct ToolsDescribeArgs {
     /// Describe this profile's tools (with its description overrides).
     #[arg(long)]
     pub profile: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+#[command(defer = true)]
+pub enum TokenCommand {
+    /// Create a token of `--cell` (empty: the caller's cell); prints its secret, the only time.
+    Create {
+        /// `reader`, `agent` or `admin`.
+        #[arg(long)]
+        role: String,
+        /// Who or what holds the token.
+        #[arg(long, default_value = "")]
+        name: String,
+        /// Lifetime: a number with `s`, `m`, `h` or `d` (e.g. `30d`); none for no expiry.
+        #[arg(long, value_name = "DURATION")]
+        expires: Option<String>,
+    },
+    /// List tokens (never their secrets).
+    Ls,
+    /// Revoke a token by its id (`tok_…`).
+    Revoke { id: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -429,6 +453,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             .map(|()| 0),
         Command::Mcp(c) => crate::commands::mcp::run(c, &eps, out).await.map(|()| 0),
         Command::Run(c) => crate::commands::run::run(c, &eps, out).await,
+        Command::Token(c) => crate::commands::token::run(c, &eps, out).await.map(|()| 0),
         Command::Events(a) => crate::commands::run::events(a, &eps, out).await.map(|()| 0),
         Command::DemoMcpServer => crate::demo_mcp::serve_stdio()
             .await

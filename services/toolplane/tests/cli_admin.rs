@@ -593,3 +593,59 @@ async fn a_run_on_an_openai_compatible_endpoint_is_followed_and_cancelled() {
             .any(|t| t["function"]["name"] == "workspace_finish")
     );
 }
+
+#[test]
+fn tokens_are_created_listed_and_revoked_from_the_command_line() {
+    let up = Up::start(&[]);
+    let created = up
+        .cli(&[
+            "token",
+            "create",
+            "--cell",
+            "team-a",
+            "--role",
+            "agent",
+            "--name",
+            "ci",
+            "--expires",
+            "30d",
+        ])
+        .ok();
+    let secret = created.stdout.trim().to_owned();
+    assert!(secret.starts_with("tp_") && secret.len() == 67, "{secret}");
+    assert!(
+        created.stderr.contains("shown this once"),
+        "{}",
+        created.stderr
+    );
+
+    let listed = up.cli(&["token", "ls", "--json"]).ok();
+    assert!(!listed.stdout.contains(&secret), "a secret is never listed");
+    let tokens = listed.json();
+    let token = &tokens.as_array().unwrap()[0];
+    assert_eq!(
+        (
+            &token["name"],
+            &token["cellId"],
+            &token["role"],
+            &token["revoked"]
+        ),
+        (
+            &json!("ci"),
+            &json!("team-a"),
+            &json!("agent"),
+            &json!(false)
+        )
+    );
+    assert!(token["expiresAtUnixMs"].as_u64().unwrap() > 0);
+
+    let id = token["tokenId"].as_str().unwrap();
+    let revoked = up.cli(&["token", "revoke", id]).ok();
+    assert!(revoked.stdout.contains("revoked"), "{}", revoked.stdout);
+    let tokens = up.cli(&["token", "ls", "--json"]).ok().json();
+    assert_eq!(tokens[0]["revoked"], json!(true));
+
+    let bad = up.cli(&["token", "create", "--role", "root"]);
+    assert_ne!(bad.code, Some(0));
+    assert!(bad.stderr.contains("auth.invalid_role"), "{}", bad.stderr);
+}

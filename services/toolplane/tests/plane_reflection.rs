@@ -32,7 +32,11 @@ async fn each_port_lists_its_own_services_and_describes_them() {
         (h.plane.runtime_url(), vec!["toolplane.v1.RuntimeService"]),
         (
             h.plane.catalog_url(),
-            vec!["toolplane.v1.CatalogService", "toolplane.v1.ProfileService"],
+            vec![
+                "toolplane.v1.CatalogService",
+                "toolplane.v1.ProfileService",
+                "toolplane.v1.TokenService",
+            ],
         ),
         (
             h.plane.workspace_url(),

@@ -6,6 +6,7 @@
 //! one place ([`done`]). Must never decide a rule of the engine here, answer a recoverable tool
 //! error with a status, nor a system failure with a tool result.
 
+mod cells;
 mod executor;
 
 use std::{collections::HashSet, pin::Pin, sync::Arc};
@@ -155,14 +156,14 @@ impl WorkspaceService for WorkspaceGrpc {
         &self,
         r: Request<pb::CreateRunWorkspaceRequest>,
     ) -> Rpc<pb::CreateRunWorkspaceResponse> {
-        done(self.create_run(r.into_inner()).await)
+        done(self.create_run(cells::scoped(r)?).await)
     }
 
     async fn get_run_workspace(
         &self,
         r: Request<pb::GetRunWorkspaceRequest>,
     ) -> Rpc<pb::GetRunWorkspaceResponse> {
-        let r = r.into_inner();
+        let r = cells::scoped(r)?;
         done(
             async {
                 let (cell, run) = run_key(&r.cell_id, &r.run_id)?;
@@ -180,7 +181,7 @@ impl WorkspaceService for WorkspaceGrpc {
         &self,
         r: Request<pb::OpenInvocationWorkspaceRequest>,
     ) -> Rpc<pb::OpenInvocationWorkspaceResponse> {
-        let r = r.into_inner();
+        let r = cells::scoped(r)?;
         done(
             async {
                 let (cell, run) = run_key(&r.cell_id, &r.run_id)?;
@@ -205,7 +206,7 @@ impl WorkspaceService for WorkspaceGrpc {
         &self,
         r: Request<pb::CloseInvocationWorkspaceRequest>,
     ) -> Rpc<pb::CloseInvocationWorkspaceResponse> {
-        let r = r.into_inner();
+        let r = cells::scoped(r)?;
         done(
             async {
                 let (cell, run) = run_key(&r.cell_id, &r.run_id)?;
@@ -224,7 +225,7 @@ impl WorkspaceService for WorkspaceGrpc {
         &self,
         r: Request<pb::PutAuditObjectRequest>,
     ) -> Rpc<pb::PutAuditObjectResponse> {
-        let r = r.into_inner();
+        let r = cells::scoped(r)?;
         done(
             async {
                 let (cell, run) = run_key(&r.cell_id, &r.run_id)?;
@@ -246,7 +247,7 @@ impl WorkspaceService for WorkspaceGrpc {
     }
 
     async fn get_object(&self, r: Request<pb::GetObjectRequest>) -> Rpc<pb::GetObjectResponse> {
-        let r = r.into_inner();
+        let r = cells::scoped(r)?;
         done(
             async {
                 let (cell, run) = run_key(&r.cell_id, &r.run_id)?;
@@ -265,7 +266,7 @@ impl WorkspaceService for WorkspaceGrpc {
         &self,
         r: Request<pb::ListObjectsRequest>,
     ) -> Rpc<pb::ListObjectsResponse> {
-        let r = r.into_inner();
+        let r = cells::scoped(r)?;
         done(
             async {
                 let (cell, run) = run_key(&r.cell_id, &r.run_id)?;
@@ -286,7 +287,7 @@ impl WorkspaceService for WorkspaceGrpc {
     }
 
     async fn read_file(&self, r: Request<pb::ReadFileRequest>) -> Rpc<pb::ReadFileResponse> {
-        let r = r.into_inner();
+        let r = cells::scoped(r)?;
         done(
             async {
                 let (cell, run) = run_key(&r.cell_id, &r.run_id)?;
@@ -313,14 +314,14 @@ impl WorkspaceService for WorkspaceGrpc {
         &self,
         r: Request<pb::AppendJournalRequest>,
     ) -> Rpc<pb::AppendJournalResponse> {
-        done(self.append_one(r.into_inner()).await)
+        done(self.append_one(cells::scoped(r)?).await)
     }
 
     async fn append_journals(
         &self,
         r: Request<pb::AppendJournalsRequest>,
     ) -> Rpc<pb::AppendJournalsResponse> {
-        let appends = r.into_inner().appends;
+        let appends = cells::scoped(r)?.appends;
         if appends.len() > MAX_BATCH_APPENDS {
             return done(Err(WsError::invalid_request(format!(
                 "a request carries {} appends, more than {MAX_BATCH_APPENDS}",
@@ -366,7 +367,7 @@ impl WorkspaceService for WorkspaceGrpc {
         &self,
         r: Request<pb::ReadJournalRequest>,
     ) -> Rpc<pb::ReadJournalResponse> {
-        let r = r.into_inner();
+        let r = cells::scoped(r)?;
         done(
             async {
                 let (cell, run) = run_key(&r.cell_id, &r.run_id)?;
@@ -388,7 +389,7 @@ impl WorkspaceService for WorkspaceGrpc {
         &self,
         r: Request<pb::FollowJournalRequest>,
     ) -> Rpc<Self::FollowJournalStream> {
-        let r = r.into_inner();
+        let r = cells::scoped(r)?;
         let records = async {
             let (cell, run) = run_key(&r.cell_id, &r.run_id)?;
             self.ws.follow_journal(&cell, &run, r.from_seq).await
@@ -409,7 +410,7 @@ impl WorkspaceService for WorkspaceGrpc {
         &self,
         r: Request<pb::AppendChatMessageRequest>,
     ) -> Rpc<pb::AppendChatMessageResponse> {
-        let r = r.into_inner();
+        let r = cells::scoped(r)?;
         done(
             async {
                 let cell = cell_of(&r.cell_id)?;
@@ -438,14 +439,14 @@ impl WorkspaceService for WorkspaceGrpc {
         &self,
         r: Request<pb::CommitRunMessageRequest>,
     ) -> Rpc<pb::CommitRunMessageResponse> {
-        done(self.commit(r.into_inner()).await)
+        done(self.commit(cells::scoped(r)?).await)
     }
 
     async fn list_chat_messages(
         &self,
         r: Request<pb::ListChatMessagesRequest>,
     ) -> Rpc<pb::ListChatMessagesResponse> {
-        let r = r.into_inner();
+        let r = cells::scoped(r)?;
         done(
             async {
                 let cell = cell_of(&r.cell_id)?;
@@ -478,7 +479,7 @@ impl WorkspaceService for WorkspaceGrpc {
         &self,
         r: Request<pb::ImportSkillRequest>,
     ) -> Rpc<pb::ImportSkillResponse> {
-        let r = r.into_inner();
+        let r = cells::scoped(r)?;
         done(
             async {
                 let cell = cell_of(&r.cell_id)?;
@@ -504,7 +505,7 @@ impl WorkspaceService for WorkspaceGrpc {
     }
 
     async fn list_skills(&self, r: Request<pb::ListSkillsRequest>) -> Rpc<pb::ListSkillsResponse> {
-        let r = r.into_inner();
+        let r = cells::scoped(r)?;
         done(
             async {
                 let cell = cell_of(&r.cell_id)?;
@@ -523,7 +524,7 @@ impl WorkspaceService for WorkspaceGrpc {
         &self,
         r: Request<pb::DeleteSkillRequest>,
     ) -> Rpc<pb::DeleteSkillResponse> {
-        let r = r.into_inner();
+        let r = cells::scoped(r)?;
         done(
             async {
                 let cell = cell_of(&r.cell_id)?;
@@ -538,7 +539,7 @@ impl WorkspaceService for WorkspaceGrpc {
         &self,
         r: Request<pb::PutWorldInfoActivationRequest>,
     ) -> Rpc<pb::PutWorldInfoActivationResponse> {
-        let r = r.into_inner();
+        let r = cells::scoped(r)?;
         done(
             async {
                 let (cell, run) = run_key(&r.cell_id, &r.run_id)?;
@@ -559,7 +560,7 @@ impl WorkspaceService for WorkspaceGrpc {
         &self,
         r: Request<pb::PromotePersistRequest>,
     ) -> Rpc<pb::PromotePersistResponse> {
-        let r = r.into_inner();
+        let r = cells::scoped(r)?;
         done(
             async {
                 let (cell, run) = run_key(&r.cell_id, &r.run_id)?;
@@ -577,7 +578,7 @@ impl WorkspaceService for WorkspaceGrpc {
         &self,
         r: Request<pb::FinishRunWorkspaceRequest>,
     ) -> Rpc<pb::FinishRunWorkspaceResponse> {
-        let r = r.into_inner();
+        let r = cells::scoped(r)?;
         done(
             async {
                 let (cell, run) = run_key(&r.cell_id, &r.run_id)?;

@@ -111,15 +111,33 @@ impl Runtime {
     }
 
     pub fn run(&self, id: &str) -> Result<Arc<Run>, RuntimeError> {
+        self.run_in(id, None)
+    }
+
+    /// The run `id` when it belongs to `cell` (any cell for `None`). A run of another cell is
+    /// answered exactly like a missing one.
+    pub fn run_in(&self, id: &str, cell: Option<&str>) -> Result<Arc<Run>, RuntimeError> {
         lock(&self.runs)
             .get(id)
+            .filter(|run| cell.is_none_or(|c| run.cell == c))
             .cloned()
             .ok_or_else(|| RuntimeError::not_found(format!("no run `{id}`")))
     }
 
     pub fn invocation(&self, id: &str) -> Result<Arc<Invocation>, RuntimeError> {
+        self.invocation_in(id, None)
+    }
+
+    /// The invocation `id` when its run belongs to `cell` (any cell for `None`). An invocation
+    /// of another cell is answered exactly like a missing one.
+    pub fn invocation_in(
+        &self,
+        id: &str,
+        cell: Option<&str>,
+    ) -> Result<Arc<Invocation>, RuntimeError> {
         lock(&self.invocations)
             .get(id)
+            .filter(|inv| cell.is_none_or(|c| inv.run.cell == c))
             .cloned()
             .ok_or_else(|| RuntimeError::not_found(format!("no invocation `{id}`")))
     }

@@ -29,6 +29,8 @@ pub enum Governed {
     Stopped(Failure, AgentToolResult),
 }
 
+/// Governs one admitted call made for `cell` (the caller's cell; see [`check`]).
+#[allow(clippy::too_many_arguments)]
 pub fn govern(
     rt: &Runtime,
     inv: &Invocation,
@@ -36,9 +38,10 @@ pub fn govern(
     binding: &ToolBinding,
     call: &ToolInvocation,
     args: &Map<String, Value>,
+    cell: &str,
     rec: &mut CallRecord,
 ) -> Governed {
-    match check(rt, inv, inner, binding, call, args) {
+    match check(rt, inv, inner, binding, call, args, cell) {
         Some(Err(fail)) => {
             let result = AgentToolResult::error(call, POLICY_DENIED, fail.message.clone());
             return Governed::Stopped(fail, result);
@@ -68,6 +71,8 @@ pub fn govern(
 
 /// Governance (Hardline → Sandbox → Zone). `None` lets the call run; `Some(Ok(result))` is a
 /// policy-denied result; `Some(Err(failure))` fails the run (the policy's `fail_run` mode).
+/// Zone compares the run's cell with `call_cell`, the cell of whoever the call is made for (the
+/// caller of `ExecuteToolCalls`; the run's own cell for the calls of the runtime's loop).
 fn check(
     rt: &Runtime,
     inv: &Invocation,
@@ -75,11 +80,12 @@ fn check(
     binding: &ToolBinding,
     call: &ToolInvocation,
     args: &Map<String, Value>,
+    call_cell: &str,
 ) -> Option<Result<AgentToolResult, Failure>> {
     let denial = inv.run.with(|record| {
         let ctx = GovernanceContext {
             run_cell: &record.cell_id,
-            call_cell: &inv.run.cell,
+            call_cell,
             visible_roots: &inner.snapshot.workspace.visible,
             writable_roots: &inner.snapshot.workspace.writable,
             allow_paths: &record.allow_paths,

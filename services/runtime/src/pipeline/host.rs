@@ -52,6 +52,10 @@ pub struct HostCalls<'a> {
     pub model_response: Option<String>,
     /// The tool choice of the next turn; `None` keeps the current one.
     pub next_choice: Option<ToolChoice>,
+    /// The cell the calls are made for: the caller's, from its credential; `None` is the run's
+    /// own cell (authentication off). Governance's Zone layer refuses every call of a turn made
+    /// for another cell than the run's.
+    pub cell: Option<&'a str>,
 }
 
 impl Runtime {
@@ -72,6 +76,7 @@ impl Runtime {
             epoch,
             model_response,
             next_choice: None,
+            cell: None,
         };
         self.execute_host_calls(inv, req).await
     }
@@ -103,7 +108,8 @@ impl Runtime {
         let calls = self
             .decode_or_fail(inv, &mut inner, format, req.calls)
             .await?;
-        let outcome = self.run_calls(inv, &mut inner, &calls).await?;
+        let cell = req.cell.unwrap_or(&inv.run.cell);
+        let outcome = self.run_calls(inv, &mut inner, &calls, cell).await?;
         let result_messages = Value::Array(toolplane_model::encode_results(
             format,
             &inner.turn,
@@ -153,18 +159,20 @@ impl Runtime {
         }
     }
 
-    /// Runs the turn's calls, or journals a turn without calls (which runs nothing).
+    /// Runs the turn's calls for `cell` (the caller's), or journals a turn without calls (which
+    /// runs nothing).
     async fn run_calls(
         &self,
         inv: &Arc<Invocation>,
         inner: &mut InvocationInner,
         calls: &[ToolInvocation],
+        cell: &str,
     ) -> Result<TurnOutcome, RuntimeError> {
         if calls.is_empty() {
             self.turn_without_calls(inv, inner).await?;
             return Ok(TurnOutcome::default());
         }
-        self.run_or_fail(inv, inner, calls.to_vec()).await
+        self.run_or_fail(inv, inner, calls.to_vec(), cell).await
     }
 
     /// The answer to the host: while the invocation stays open, the next turn (under the host's
@@ -203,8 +211,9 @@ impl Runtime {
         inv: &Arc<Invocation>,
         inner: &mut InvocationInner,
         calls: Vec<ToolInvocation>,
+        cell: &str,
     ) -> Result<TurnOutcome, RuntimeError> {
-        match run_turn(self, inv, inner, calls).await {
+        match run_turn(self, inv, inner, calls, cell).await {
             Ok(o) => Ok(o),
             Err(e) => {
                 let retryable = e.code().class() == ErrorClass::System;

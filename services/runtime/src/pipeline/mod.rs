@@ -94,13 +94,15 @@ impl Decided {
     }
 }
 
-/// Runs one turn's decoded calls. A provider-contract violation found by the gate ends the turn with
-/// an error (the invocation fails); everything else becomes a result.
+/// Runs one turn's decoded calls, made for `cell` (the caller's cell; governance's Zone layer
+/// denies every call when it is not the run's). A provider-contract violation found by the gate
+/// ends the turn with an error (the invocation fails); everything else becomes a result.
 pub async fn run_turn(
     rt: &Runtime,
     inv: &Invocation,
     inner: &mut InvocationInner,
     calls: Vec<ToolInvocation>,
+    cell: &str,
 ) -> Result<TurnOutcome, RuntimeError> {
     let mut out = TurnOutcome::default();
     let mut progress = Progress::default();
@@ -117,7 +119,7 @@ pub async fn run_turn(
         let Decided { mut d, stop } =
             match admit::in_order(&binding, call, progress.terminal_done, index == last) {
                 Some(refusal) => Decided::answer(refusal),
-                None => decide(rt, inv, inner, &binding, call, &mut rec).await?,
+                None => decide(rt, inv, inner, &binding, call, cell, &mut rec).await?,
             };
         let detail = record::store(rt, inv, inner, &binding, call, rec, &mut d, started).await?;
         // Tasks this call delegated start only now that their registration is journalled.
@@ -161,6 +163,7 @@ async fn decide(
     inner: &mut InvocationInner,
     binding: &ToolBinding,
     call: &ToolInvocation,
+    cell: &str,
     rec: &mut CallRecord,
 ) -> Result<Decided, RuntimeError> {
     let args = match admit::admit(rt, &inv.run, inner, binding, call)? {
@@ -171,7 +174,7 @@ async fn decide(
             return Ok(Decided::answer(refusal));
         }
     };
-    let verdict = match govern::govern(rt, inv, inner, binding, call, args, rec) {
+    let verdict = match govern::govern(rt, inv, inner, binding, call, args, cell, rec) {
         Governed::Denied(result) => return Ok(Decided::answer(result)),
         Governed::Stopped(failure, result) => {
             return Ok(Decided {

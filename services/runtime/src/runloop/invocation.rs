@@ -177,7 +177,7 @@ pub async fn drive_invocation(
         }
 
         let calls = decoded.invocations.clone();
-        let outcome = run_turn(rt, inv, &mut inner, decoded.invocations).await?;
+        let outcome = run_turn(rt, inv, &mut inner, decoded.invocations, &inv.run.cell).await?;
         history.extend(toolplane_model::encode_results(
             format,
             &inner.turn,

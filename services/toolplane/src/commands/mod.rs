@@ -5,6 +5,7 @@
 pub mod mcp;
 pub mod profile;
 pub mod run;
+pub mod token;
 pub mod tools;
 
 use crate::error::CliError;

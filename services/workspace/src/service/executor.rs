@@ -79,6 +79,6 @@ impl WorkspaceGrpc {
 #[tonic::async_trait]
 impl ToolExecutor for WorkspaceGrpc {
     async fn execute(&self, r: Request<pb::ExecuteRequest>) -> Rpc<pb::ExecuteResponse> {
-        done(self.execute_call(r.into_inner()).await)
+        done(self.execute_call(super::cells::scoped(r)?).await)
     }
 }

@@ -1,0 +1,44 @@
+//! Which cell a request acts in and which runs it may see: the caller's credential decides
+//! (docs/auth.md, "Cells"). Every handler of the service reads its cell and its lookups through
+//! here, so the rule is written once: another cell's run or invocation is answered exactly like
+//! one that does not exist, and a request naming another cell is refused.
+
+use std::sync::Arc;
+
+use tonic::{Request, Status};
+use toolplane_auth::Caller;
+
+use crate::context::Runtime;
+use crate::error::RuntimeError;
+use crate::state::{Invocation, Run};
+
+/// The caller the auth layer put into the request; none (a server without the layer) is the
+/// caller with authentication off.
+pub fn caller<T>(request: &Request<T>) -> Caller {
+    request
+        .extensions()
+        .get::<Caller>()
+        .cloned()
+        .unwrap_or_else(|| Caller::auth_off(""))
+}
+
+/// The cell a request naming `requested` acts in (PERMISSION_DENIED for another cell).
+pub fn scope(caller: &Caller, requested: &str) -> Result<String, Status> {
+    caller
+        .scope(requested)
+        .map_err(|e| Status::permission_denied(e.to_string()))
+}
+
+/// The run `id`, when the caller may see it.
+pub fn run(rt: &Runtime, caller: &Caller, id: &str) -> Result<Arc<Run>, RuntimeError> {
+    rt.run_in(id, caller.visible_cell())
+}
+
+/// The invocation `id`, when the caller may see its run.
+pub fn invocation(
+    rt: &Runtime,
+    caller: &Caller,
+    id: &str,
+) -> Result<Arc<Invocation>, RuntimeError> {
+    rt.invocation_in(id, caller.visible_cell())
+}
