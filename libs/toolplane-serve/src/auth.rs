@@ -101,7 +101,34 @@ pub struct AuthStart {
     pub bootstrapped: Option<PathBuf>,
 }
 
+impl AuthStart {
+    /// Tells the operator, on stdout and in the log, where this start put the first admin
+    /// token (nothing when it made none).
+    pub fn announce(&self, service: &str) {
+        if let Some(path) = &self.bootstrapped {
+            println!(
+                "{service}: authentication is on; the first admin token (cell `{DEFAULT_CELL}`) is in {} (mode 0600)",
+                path.display()
+            );
+        }
+    }
+}
+
 impl AuthArgs {
+    /// What a service binary does at start: [`AuthArgs::check_exposure`] for every address it
+    /// binds, then [`AuthArgs::start`] with its data directory, announcing a first admin token.
+    pub async fn start_service(
+        &self,
+        service: &str,
+        data_dir: &Path,
+        addrs: &[SocketAddr],
+    ) -> Result<Authenticator, String> {
+        self.check_exposure(service, addrs)?;
+        let started = self.start(data_dir).await?;
+        started.announce(service);
+        Ok(started.authenticator)
+    }
+
     /// Refuses to serve on an address beyond loopback without `--auth`, unless
     /// `--insecure-no-auth-on-network` is given (then it warns). The error is the whole message
     /// a person reads.
@@ -187,6 +214,13 @@ impl AuthArgs {
 
 /// The token store in `dir` (created when missing), in its [`TOKEN_NAMESPACE`].
 pub async fn open_token_store(dir: &Path) -> Result<TokenStore, String> {
+    // The store syncs a new directory's parent: a relative path is made absolute first, so its
+    // parent is never the empty path.
+    let dir =
+        std::path::absolute(dir).map_err(|e| format!("auth.store: {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("auth.store: creating {}: {e}", dir.display()))?;
+    let dir = dir.as_path();
     let fs: Arc<dyn Store> = Arc::new(
         FsStore::open(dir, StoreOptions::default())
             .await

@@ -37,6 +37,12 @@ struct Args {
         default_value = "127.0.0.1:7411"
     )]
     http_listen: SocketAddr,
+    /// File holding the credential (`tp_…`) sent to the catalog, the workspace and the mcp-proxy
+    /// when they require one (default: `TOOLPLANE_PEER_TOKEN`).
+    #[arg(long, env = "TOOLPLANE_PEER_TOKEN_FILE", value_name = "FILE")]
+    peer_token_file: Option<PathBuf>,
+    #[command(flatten)]
+    auth: toolplane_serve::auth::AuthArgs,
 }
 
 fn load(args: &Args) -> Result<RuntimeConfig, String> {
@@ -63,6 +69,7 @@ fn load(args: &Args) -> Result<RuntimeConfig, String> {
     if let Some(v) = &args.data_dir {
         cfg.data_dir = v.clone();
     }
+    cfg.peer_token = toolplane_serve::auth::peer_token(args.peer_token_file.as_deref())?;
     Ok(cfg)
 }
 
@@ -96,7 +103,19 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(1);
         }
     };
-    let mut server = match toolplane_runtime::start(cfg).await {
+    let exposed = [cfg.listen, args.http_listen];
+    let auth = match args
+        .auth
+        .start_service("runtime", &cfg.data_dir, &exposed)
+        .await
+    {
+        Ok(auth) => auth,
+        Err(e) => {
+            eprintln!("toolplane-runtime: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let mut server = match toolplane_runtime::start(cfg, auth).await {
         Ok(s) => s,
         Err(e) => {
             eprintln!("toolplane-runtime: {e}");
