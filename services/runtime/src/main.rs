@@ -93,16 +93,6 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    let http = match tokio::net::TcpListener::bind(args.http_listen).await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!(
-                "toolplane-runtime: cannot listen on {}: {e}",
-                args.http_listen
-            );
-            return std::process::ExitCode::from(1);
-        }
-    };
     let exposed = [cfg.listen, args.http_listen];
     let auth = match args
         .auth
@@ -113,6 +103,16 @@ async fn main() -> std::process::ExitCode {
         Err(e) => {
             eprintln!("toolplane-runtime: {e}");
             return std::process::ExitCode::from(2);
+        }
+    };
+    let http = match tokio::net::TcpListener::bind(args.http_listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!(
+                "toolplane-runtime: cannot listen on {}: {e}",
+                args.http_listen
+            );
+            return std::process::ExitCode::from(1);
         }
     };
     let mut server = match toolplane_runtime::start(cfg, auth).await {
