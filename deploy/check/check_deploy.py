@@ -89,7 +89,7 @@ PEER_URLS = {
 }
 
 # Shared library sources whose variables every service reads (telemetry set-up, log filter).
-SHARED_SOURCES = (ROOT / "libs" / "toolplane-telemetry" / "src",)
+SHARED_SOURCES = (ROOT / "libs" / "toolplane-telemetry" / "src", ROOT / "libs" / "toolplane-serve" / "src")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,10 +21,12 @@ Errors from the plane are raised as :class:`ToolplaneError`, whose ``code`` is t
 
 from __future__ import annotations
 
+import collections
 import json
+import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import grpc
 
@@ -172,8 +174,55 @@ def _address(value: str) -> str:
     return value.split("://", 1)[1] if "://" in value else value
 
 
+class _CallDetails(
+    collections.namedtuple("_CallDetails", ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression")),
+    grpc.ClientCallDetails,
+):
+    pass
+
+
+class _Bearer(
+    grpc.UnaryUnaryClientInterceptor,
+    grpc.UnaryStreamClientInterceptor,
+    grpc.StreamUnaryClientInterceptor,
+    grpc.StreamStreamClientInterceptor,
+):
+    """Adds ``authorization: Bearer <token>`` to every call."""
+
+    def __init__(self, token: str):
+        self._header = ("authorization", f"Bearer {token}")
+
+    def _details(self, details: Any) -> _CallDetails:
+        metadata = [m for m in (details.metadata or []) if m[0] != "authorization"]
+        metadata.append(self._header)
+        return _CallDetails(
+            details.method,
+            details.timeout,
+            metadata,
+            details.credentials,
+            getattr(details, "wait_for_ready", None),
+            getattr(details, "compression", None),
+        )
+
+    def intercept_unary_unary(self, continuation, details, request):
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(self, continuation, details, request):
+        return continuation(self._details(details), request)
+
+    def intercept_stream_unary(self, continuation, details, requests):
+        return continuation(self._details(details), requests)
+
+    def intercept_stream_stream(self, continuation, details, requests):
+        return continuation(self._details(details), requests)
+
+
 class Plane:
-    """Channels and stubs for the four services of one plane."""
+    """Channels and stubs for the four services of one plane.
+
+    ``token`` (default: the ``TOOLPLANE_TOKEN`` environment variable) is sent with every call as
+    ``authorization: Bearer <token>``; a plane started with ``--auth`` requires one.
+    """
 
     def __init__(
         self,
@@ -182,13 +231,16 @@ class Plane:
         workspace: str = DEFAULT_ADDRESSES["workspace"],
         mcp_proxy: str = DEFAULT_ADDRESSES["mcp_proxy"],
         cell: str = "",
+        token: Optional[str] = None,
     ):
+        if token is None:
+            token = os.environ.get("TOOLPLANE_TOKEN", "").strip() or None
         options = [
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", 16 * 1024 * 1024),
         ]
         self.cell = cell
-        self._channels = {
+        self._raw_channels = {
             name: grpc.insecure_channel(_address(addr), options=options)
             for name, addr in (
                 ("runtime", runtime),
@@ -196,6 +248,10 @@ class Plane:
                 ("workspace", workspace),
                 ("mcp_proxy", mcp_proxy),
             )
+        }
+        self._channels = {
+            name: grpc.intercept_channel(channel, _Bearer(token)) if token else channel
+            for name, channel in self._raw_channels.items()
         }
         self.runtime = runtime_pb2_grpc.RuntimeServiceStub(self._channels["runtime"])
         self.catalog = catalog_pb2_grpc.CatalogServiceStub(self._channels["catalog"])
@@ -210,12 +266,12 @@ class Plane:
         self.close()
 
     def close(self) -> None:
-        for channel in self._channels.values():
+        for channel in self._raw_channels.values():
             channel.close()
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Blocks until every service's channel is connected."""
-        for name, channel in self._channels.items():
+        for name, channel in self._raw_channels.items():
             try:
                 grpc.channel_ready_future(channel).result(timeout=timeout)
             except grpc.FutureTimeoutError:
@@ -397,6 +453,8 @@ def connect(
     workspace: str = DEFAULT_ADDRESSES["workspace"],
     mcp_proxy: str = DEFAULT_ADDRESSES["mcp_proxy"],
     cell: str = "",
+    token: Optional[str] = None,
 ) -> Plane:
-    """A :class:`Plane` for the services at these addresses (``host:port`` or ``http://host:port``)."""
-    return Plane(runtime=runtime, catalog=catalog, workspace=workspace, mcp_proxy=mcp_proxy, cell=cell)
+    """A :class:`Plane` for the services at these addresses (``host:port`` or ``http://host:port``),
+    calling with ``token`` (default: ``TOOLPLANE_TOKEN``)."""
+    return Plane(runtime=runtime, catalog=catalog, workspace=workspace, mcp_proxy=mcp_proxy, cell=cell, token=token)

@@ -6,10 +6,15 @@ use std::sync::Arc;
 
 use http::HeaderMap;
 use http::header::AUTHORIZATION;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 use crate::table::{Requirement, requirement};
 use crate::token::TOKEN_PREFIX;
-use crate::{AuthError, Caller, JwtVerifier, TokenStore};
+use crate::{AuthError, Caller, CallerKind, JwtVerifier, Role, TokenSecret, TokenStore};
+
+/// The principal of a request made with the service credential.
+pub const SERVICE_PRINCIPAL: &str = "service";
 
 /// Verifies callers: either off (every request is a default-cell admin, today's developer
 /// posture) or on, with toolplane tokens, operator JWTs, or both.
@@ -24,7 +29,23 @@ enum Mode {
     On {
         tokens: Option<TokenStore>,
         jwt: Option<Arc<JwtVerifier>>,
+        service: Option<Arc<ServiceCredential>>,
     },
+}
+
+/// A credential held in memory (never in a token store): the SHA-256 of its secret and the
+/// caller it stands for.
+struct ServiceCredential {
+    sha256: [u8; 32],
+    caller: Caller,
+}
+
+impl std::fmt::Debug for ServiceCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceCredential")
+            .field("caller", &self.caller)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Authenticator {
@@ -42,8 +63,39 @@ impl Authenticator {
             mode: Mode::On {
                 tokens,
                 jwt: jwt.map(Arc::new),
+                service: None,
             },
         }
+    }
+
+    /// The token store toolplane tokens are verified against, when authentication is on with
+    /// one: the store a token administration service must write to, so the tokens it makes are
+    /// the ones this authenticator accepts.
+    pub fn tokens(&self) -> Option<&TokenStore> {
+        match &self.mode {
+            Mode::On { tokens, .. } => tokens.as_ref(),
+            Mode::Off(_) => None,
+        }
+    }
+
+    /// Also accepts `secret` as an admin of `cell` (principal `service`): the credential one
+    /// service of the plane calls another with — generated at start by `toolplane up`, or read
+    /// from a file (a Kubernetes Secret) by the separate service binaries. It is compared in
+    /// constant time and never stored; it replaces an earlier one. No effect when off.
+    #[must_use]
+    pub fn with_service_credential(mut self, secret: &TokenSecret, cell: &str) -> Authenticator {
+        if let Mode::On { service, .. } = &mut self.mode {
+            *service = Some(Arc::new(ServiceCredential {
+                sha256: Sha256::digest(secret.expose().as_bytes()).into(),
+                caller: Caller {
+                    cell: cell.to_owned(),
+                    role: Role::Admin,
+                    principal: SERVICE_PRINCIPAL.to_owned(),
+                    kind: CallerKind::Token,
+                },
+            }));
+        }
+        self
     }
 
     pub fn is_on(&self) -> bool {
@@ -54,8 +106,18 @@ impl Authenticator {
     pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Caller, AuthError> {
         match &self.mode {
             Mode::Off(caller) => Ok(caller.clone()),
-            Mode::On { tokens, jwt } => {
+            Mode::On {
+                tokens,
+                jwt,
+                service,
+            } => {
                 let credential = bearer(headers)?;
+                if let Some(service) = service {
+                    let digest: [u8; 32] = Sha256::digest(credential.as_bytes()).into();
+                    if bool::from(digest.ct_eq(&service.sha256)) {
+                        return Ok(service.caller.clone());
+                    }
+                }
                 if credential.starts_with(TOKEN_PREFIX) {
                     let tokens = tokens.as_ref().ok_or(AuthError::UnsupportedCredential {
                         kind: "toolplane token",
@@ -170,5 +232,43 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+    }
+
+    #[tokio::test]
+    async fn the_service_credential_is_an_admin_and_nothing_else_is() {
+        let secret = TokenSecret::generate().unwrap();
+        let other = TokenSecret::generate().unwrap();
+        let auth = Authenticator::on(None, None).with_service_credential(&secret, "default");
+        let path = "/toolplane.v1.WorkspaceService/PutAuditObject";
+        let value = format!("Bearer {}", secret.expose());
+        let caller = auth
+            .authorize(path, &headers(&[&value]))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(caller.role, Role::Admin);
+        assert_eq!(caller.cell, "default");
+        assert_eq!(caller.principal, SERVICE_PRINCIPAL);
+        let wrong = format!("Bearer {}", other.expose());
+        assert!(auth.authorize(path, &headers(&[&wrong])).await.is_err());
+        // Off stays off: the credential changes nothing.
+        let off = Authenticator::off("default").with_service_credential(&secret, "x");
+        let caller = off
+            .authorize(path, &HeaderMap::new())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(caller.kind, CallerKind::AuthOff);
+    }
+
+    #[test]
+    fn secrets_parse_only_as_toolplane_tokens() {
+        let secret = TokenSecret::generate().unwrap();
+        let text = format!("  {}\n", secret.expose());
+        assert_eq!(TokenSecret::parse(&text).unwrap(), secret);
+        for bad in ["", "tp_short", "abc", &format!("tp_{}", "é".repeat(40))] {
+            let err = TokenSecret::parse(bad).unwrap_err();
+            assert_eq!(err.code(), "auth.invalid_request");
+        }
     }
 }

@@ -25,7 +25,7 @@ mod role;
 pub mod table;
 mod token;
 
-pub use authenticator::{Authenticator, bearer};
+pub use authenticator::{Authenticator, SERVICE_PRINCIPAL, bearer};
 pub use bootstrap::{
     ADMIN_TOKEN_FILE, BOOTSTRAP_TOKEN_NAME, admin_token_path, bootstrap_admin_token,
 };

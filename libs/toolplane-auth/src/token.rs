@@ -42,6 +42,28 @@ impl TokenSecret {
     pub fn expose(&self) -> &str {
         &self.0
     }
+
+    /// A fresh secret: `tp_` and 256 bits from the operating system's random source, as hex.
+    /// Kept in memory only, e.g. the credential `toolplane up`'s runtime calls its peers with.
+    pub fn generate() -> Result<TokenSecret, AuthError> {
+        TokenStore::new_secret()
+    }
+
+    /// A secret read from a file or an environment variable: surrounding whitespace is dropped;
+    /// anything but `tp_` and at least 64 more characters is refused (`auth.invalid_request`),
+    /// with a message that never repeats the text.
+    pub fn parse(text: &str) -> Result<TokenSecret, AuthError> {
+        let secret = text.trim();
+        if !secret.starts_with(TOKEN_PREFIX)
+            || secret.len() < TOKEN_PREFIX.len() + 64
+            || !secret.bytes().all(|b| b.is_ascii_graphic())
+        {
+            return Err(AuthError::InvalidRequest(
+                "a token secret is `tp_` followed by at least 64 printable characters".into(),
+            ));
+        }
+        Ok(TokenSecret(secret.to_owned()))
+    }
 }
 
 impl fmt::Debug for TokenSecret {

@@ -10,12 +10,18 @@
 //! and the HTTP port stops last. [`shutdown_signal`] and [`Signals`] are the processes' Ctrl-C and
 //! SIGTERM.
 //!
+//! Every gRPC service (health excepted, per the role table) and every HTTP route is served
+//! behind `toolplane-auth`'s [`toolplane_auth::AuthLayer`] with the options' [`Authenticator`]:
+//! off by default, when every request still carries a [`toolplane_auth::Caller`] (a default-cell
+//! admin) in its extensions. [`auth`] holds the flags that configure it (docs/auth.md).
+//!
 //! A crate of its own rather than a module of `toolplane-telemetry`: serving needs the generated
 //! servers (`toolplane-proto`, for the message limits and reflection) and `tonic-health`, while
 //! telemetry is used by every crate that makes a gRPC call and knows no protobuf; keeping serving
 //! out of it keeps it so. This crate knows the wire contract's server types and names, never a
 //! service's messages or behaviour.
 
+pub mod auth;
 mod limits;
 mod panics;
 mod signal;
@@ -36,6 +42,7 @@ use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
+use toolplane_auth::{AuthLayer, Authenticator};
 use toolplane_telemetry::metrics::Registry;
 
 use crate::panics::{CatchPanicLayer, Protocol};
@@ -163,6 +170,7 @@ pub struct ServeOptions {
     http: Option<(TcpListener, axum::Router)>,
     hooks: Vec<ShutdownHook>,
     registry: Option<Arc<Registry>>,
+    auth: Authenticator,
 }
 
 impl std::fmt::Debug for ServeOptions {
@@ -175,6 +183,7 @@ impl std::fmt::Debug for ServeOptions {
                 &self.http.as_ref().map(|(l, _)| l.local_addr().ok()),
             )
             .field("hooks", &self.hooks.len())
+            .field("auth", &self.auth.is_on())
             .finish()
     }
 }
@@ -188,7 +197,16 @@ impl ServeOptions {
             http: None,
             hooks: Vec::new(),
             registry: None,
+            auth: Authenticator::off(auth::DEFAULT_CELL),
         }
+    }
+
+    /// Who may call: every gRPC service and HTTP route of the server is served behind
+    /// [`AuthLayer`] with `auth` (default: off, every caller a default-cell admin).
+    #[must_use]
+    pub fn auth(mut self, auth: Authenticator) -> Self {
+        self.auth = auth;
+        self
     }
 
     /// The largest message decoded and encoded by every service of the server.
@@ -259,6 +277,7 @@ pub async fn serve(
         http,
         hooks,
         registry,
+        auth,
     } = options;
     let registry = registry.unwrap_or_default();
     let addr = listener.local_addr().map_err(|source| ServeError::Io {
@@ -271,10 +290,12 @@ pub async fn serve(
     // `serve_with_incoming` does not apply the builder's `tcp_nodelay`; set it on the incoming
     // connections, or Nagle's algorithm and delayed ACKs add ~40 ms to every small response.
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let auth = AuthLayer::new(auth);
     let grpc = tokio::spawn(
         Server::builder()
             .layer(toolplane_telemetry::GrpcServerTraceLayer)
             .layer(CatchPanicLayer::new(service, Protocol::Grpc, &registry))
+            .layer(auth.clone())
             .add_routes(routes)
             .serve_with_incoming_shutdown(incoming, async {
                 let _ = stopped.await;
@@ -290,6 +311,7 @@ pub async fn serve(
         http: None,
         hooks,
         registry,
+        auth,
     };
     if let Some((listener, router)) = http {
         serving.serve_http(listener, router)?;
@@ -309,6 +331,7 @@ pub struct Serving {
     http: Option<HttpPort>,
     hooks: Vec<ShutdownHook>,
     registry: Arc<Registry>,
+    auth: AuthLayer,
 }
 
 impl std::fmt::Debug for Serving {
@@ -339,17 +362,20 @@ impl Serving {
     }
 
     /// Serves `router` on `listener` from now on (a service whose HTTP port is decided after its
-    /// start); replaces an HTTP port already served, which stops.
+    /// start), behind the same authentication as the gRPC server; replaces an HTTP port already
+    /// served, which stops.
     pub fn serve_http(
         &mut self,
         listener: TcpListener,
         router: axum::Router,
     ) -> Result<SocketAddr, ServeError> {
-        let router = router.layer(CatchPanicLayer::new(
-            self.service,
-            Protocol::Http,
-            &self.registry,
-        ));
+        let router = router
+            .layer(self.auth.clone())
+            .layer(CatchPanicLayer::new(
+                self.service,
+                Protocol::Http,
+                &self.registry,
+            ));
         let port = HttpPort::start(self.service, listener, router)?;
         let addr = port.addr;
         self.http = Some(port);

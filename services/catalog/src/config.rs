@@ -98,6 +98,11 @@ pub struct CatalogConfig {
     /// `<cell>/<id>.json` into that cell). When set, it must exist.
     pub profiles_dir: Option<PathBuf>,
     pub limits: Limits,
+    /// The credential sent to the mcp-proxy (`authorization: Bearer …`) when it requires one;
+    /// set by the binary from `--peer-token-file` or `TOOLPLANE_PEER_TOKEN`, never from the
+    /// file (docs/auth.md).
+    #[serde(skip)]
+    pub mcp_proxy_token: Option<toolplane_auth::TokenSecret>,
 }
 
 impl Default for CatalogConfig {
@@ -111,6 +116,7 @@ impl Default for CatalogConfig {
             mcp_timeout_ms: 2000,
             profiles_dir: None,
             limits: Limits::default(),
+            mcp_proxy_token: None,
         }
     }
 }

@@ -43,6 +43,8 @@ pub mod tools;
 
 pub use config::{CatalogConfig, Limits, StoreConfig};
 pub use error::{CatalogCode, CatalogError};
-pub use server::{RunningCatalog, open_store, start, start_on, start_unwarmed, start_with_store};
+pub use server::{
+    RunningCatalog, open_store, start, start_on, start_unwarmed, start_with_auth, start_with_store,
+};
 pub use sources::AdapterTools;
 pub use state::Catalog;

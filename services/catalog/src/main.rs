@@ -45,9 +45,15 @@ struct Args {
     /// How often sources are pulled again, in milliseconds (default 2000).
     #[arg(long, env = "TOOLPLANE_CATALOG_REFRESH_INTERVAL_MS")]
     refresh_interval_ms: Option<u64>,
+    /// File holding the credential (`tp_…`) sent to the mcp-proxy when it requires one (default:
+    /// `TOOLPLANE_PEER_TOKEN`).
+    #[arg(long, env = "TOOLPLANE_PEER_TOKEN_FILE", value_name = "FILE")]
+    peer_token_file: Option<PathBuf>,
+    #[command(flatten)]
+    auth: toolplane_serve::auth::AuthArgs,
 }
 
-fn config(args: Args) -> Result<CatalogConfig, CatalogError> {
+fn config(args: &Args) -> Result<CatalogConfig, CatalogError> {
     let mut config = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| {
@@ -66,20 +72,20 @@ fn config(args: Args) -> Result<CatalogConfig, CatalogError> {
     if let Some(a) = args.http_listen {
         config.http_listen = a;
     }
-    if let Some(dir) = args.data_dir {
-        config.store = StoreConfig::Fs { dir };
+    if let Some(dir) = &args.data_dir {
+        config.store = StoreConfig::Fs { dir: dir.clone() };
     }
     if args.memory_store {
         config.store = StoreConfig::Memory;
     }
-    if let Some(url) = args.mcp_proxy_url {
-        config.mcp_proxy_url = Some(url);
+    if let Some(url) = &args.mcp_proxy_url {
+        config.mcp_proxy_url = Some(url.clone());
     }
     if let Some(ms) = args.refresh_interval_ms {
         config.refresh_interval_ms = ms;
     }
-    match args.profiles_dir {
-        Some(dir) => config.profiles_dir = Some(dir),
+    match &args.profiles_dir {
+        Some(dir) => config.profiles_dir = Some(dir.clone()),
         // The shipped profiles are picked up when run from a checkout; a configured directory
         // must exist, this default need not.
         None if config.profiles_dir.is_none() && PathBuf::from("profiles").is_dir() => {
@@ -87,8 +93,33 @@ fn config(args: Args) -> Result<CatalogConfig, CatalogError> {
         }
         None => {}
     }
+    config.mcp_proxy_token = toolplane_serve::auth::peer_token(args.peer_token_file.as_deref())
+        .map_err(|e| CatalogError::new(toolplane_catalog::CatalogCode::ConfigInvalid, e))?;
     config.validate()?;
     Ok(config)
+}
+
+/// The authenticator of `--auth` and its flags, with the tokens and the first admin token in the
+/// store's directory (a memory store needs `--auth-tokens`).
+async fn authenticator(
+    args: &Args,
+    config: &CatalogConfig,
+) -> Result<toolplane_auth::Authenticator, Box<dyn std::error::Error>> {
+    let data_dir = match (&config.store, &args.auth.auth_tokens) {
+        (StoreConfig::Fs { dir }, _) => dir.clone(),
+        (StoreConfig::Memory, Some(dir)) => dir.clone(),
+        (StoreConfig::Memory, None) if args.auth.auth => {
+            return Err(
+                "auth.invalid_request: --auth with --memory-store needs --auth-tokens DIR".into(),
+            );
+        }
+        (StoreConfig::Memory, None) => PathBuf::new(),
+    };
+    let addrs = [config.listen, config.http_listen];
+    Ok(args
+        .auth
+        .start_service("catalog", &data_dir, &addrs)
+        .await?)
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
@@ -96,10 +127,11 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         toolplane_telemetry::TelemetryConfig::new("catalog")
             .with_service_version(env!("CARGO_PKG_VERSION")),
     )?;
-    let config = config(args)?;
+    let config = config(&args)?;
+    let auth = authenticator(&args, &config).await?;
     // Caught from before the catalog logs that it serves: a signal right after is a clean stop.
     let stop = toolplane_serve::shutdown_signal();
-    let running = toolplane_catalog::start(config).await?;
+    let running = toolplane_catalog::start_with_auth(config, auth).await?;
     stop.await;
     tracing::info!("shutting down");
     running.shutdown().await?;

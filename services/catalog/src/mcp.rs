@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use tonic::metadata::{AsciiMetadataValue, MetadataValue};
 use tonic::transport::{Channel, Endpoint};
 use toolplane_proto::v1 as pb;
 use toolplane_proto::v1::mcp_proxy_service_client::McpProxyServiceClient;
@@ -25,6 +26,8 @@ const PAGE: u32 = 1000;
 pub struct McpClient {
     url: String,
     client: McpProxyServiceClient<GrpcClientTrace<Channel>>,
+    /// `Bearer <credential>` sent with every request when the proxy requires a credential.
+    authorization: Option<AsciiMetadataValue>,
     timeout: Duration,
     max_tools: usize,
 }
@@ -38,8 +41,28 @@ pub struct Pulled {
 }
 
 impl McpClient {
-    /// A lazily connecting client; nothing is dialled until the first pull.
-    pub fn new(url: &str, timeout: Duration, max_tools: usize) -> Result<Self, CatalogError> {
+    /// A lazily connecting client; nothing is dialled until the first pull. With `token`, every
+    /// request carries it as `authorization: Bearer …`.
+    pub fn new(
+        url: &str,
+        timeout: Duration,
+        max_tools: usize,
+        token: Option<&toolplane_auth::TokenSecret>,
+    ) -> Result<Self, CatalogError> {
+        let authorization = match token {
+            Some(secret) => {
+                let mut value = MetadataValue::try_from(format!("Bearer {}", secret.expose()))
+                    .map_err(|_| {
+                        CatalogError::new(
+                            CatalogCode::ConfigInvalid,
+                            "the mcp-proxy credential is not a valid header value",
+                        )
+                    })?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+            None => None,
+        };
         let endpoint = Endpoint::from_shared(url.to_owned())
             .map_err(|e| {
                 CatalogError::new(
@@ -55,6 +78,7 @@ impl McpClient {
             url: url.to_owned(),
             client: McpProxyServiceClient::new(GrpcClientTraceLayer.layer(channel))
                 .max_decoding_message_size(64 * 1024 * 1024),
+            authorization,
             timeout,
             max_tools,
         })
@@ -74,15 +98,21 @@ impl McpClient {
             // A proxy that keeps handing out tokens cannot keep the catalog looping forever.
             let max_pages = self.max_tools / PAGE as usize + 2;
             for _ in 0..max_pages {
+                let mut request = tonic::Request::new(pb::ListCachedToolsRequest {
+                    cell_id: cell.as_str().to_owned(),
+                    server_ids: Vec::new(),
+                    include_unusable: true,
+                    query: String::new(),
+                    page_size: PAGE,
+                    page_token: token.clone(),
+                });
+                if let Some(value) = &self.authorization {
+                    request
+                        .metadata_mut()
+                        .insert("authorization", value.clone());
+                }
                 let response = client
-                    .list_cached_tools(pb::ListCachedToolsRequest {
-                        cell_id: cell.as_str().to_owned(),
-                        server_ids: Vec::new(),
-                        include_unusable: true,
-                        query: String::new(),
-                        page_size: PAGE,
-                        page_token: token.clone(),
-                    })
+                    .list_cached_tools(request)
                     .await
                     .map_err(|s| {
                         format!(

@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use toolplane_auth::TokenStore;
+use toolplane_auth::{Authenticator, TokenStore};
 use toolplane_proto::v1::catalog_service_server::CatalogServiceServer;
 use toolplane_proto::v1::profile_service_server::ProfileServiceServer;
 use toolplane_serve::{MessageLimits, ServeOptions, Services, Serving};
@@ -53,11 +53,21 @@ pub async fn open_store(config: &StoreConfig) -> Result<Arc<dyn Store>, CatalogE
     })
 }
 
-/// Opens the configured store and starts serving.
+/// Opens the configured store and starts serving, with authentication off.
 pub async fn start(config: CatalogConfig) -> Result<RunningCatalog, CatalogError> {
+    let off = Authenticator::off(toolplane_serve::auth::DEFAULT_CELL);
+    start_with_auth(config, off).await
+}
+
+/// [`start`] behind `auth` (docs/auth.md).
+pub async fn start_with_auth(
+    config: CatalogConfig,
+    auth: Authenticator,
+) -> Result<RunningCatalog, CatalogError> {
     config.validate()?;
     let store = open_store(&config.store).await?;
-    start_with_store(config, store).await
+    let (grpc_listener, http_listener) = bind(&config).await?;
+    start_on(config, store, grpc_listener, http_listener, auth).await
 }
 
 fn io(what: &str, e: impl std::fmt::Display) -> CatalogError {
@@ -71,13 +81,19 @@ pub async fn start_with_store(
     store: Arc<dyn Store>,
 ) -> Result<RunningCatalog, CatalogError> {
     config.validate()?;
+    let (grpc_listener, http_listener) = bind(&config).await?;
+    let off = Authenticator::off(toolplane_serve::auth::DEFAULT_CELL);
+    start_on(config, store, grpc_listener, http_listener, off).await
+}
+
+async fn bind(config: &CatalogConfig) -> Result<(TcpListener, TcpListener), CatalogError> {
     let grpc_listener = TcpListener::bind(config.listen)
         .await
         .map_err(|e| io(&format!("bind grpc {}", config.listen), e))?;
     let http_listener = TcpListener::bind(config.http_listen)
         .await
         .map_err(|e| io(&format!("bind http {}", config.http_listen), e))?;
-    start_on(config, store, grpc_listener, http_listener).await
+    Ok((grpc_listener, http_listener))
 }
 
 /// Starts serving on listeners the caller bound (so an embedder knows both addresses before any
@@ -90,8 +106,9 @@ pub async fn start_on(
     store: Arc<dyn Store>,
     grpc_listener: TcpListener,
     http_listener: TcpListener,
+    auth: Authenticator,
 ) -> Result<RunningCatalog, CatalogError> {
-    let mut running = start_unwarmed(config, store, grpc_listener, http_listener).await?;
+    let mut running = start_unwarmed(config, store, grpc_listener, http_listener, auth).await?;
     running.warm_default_cell();
     Ok(running)
 }
@@ -106,6 +123,7 @@ pub async fn start_unwarmed(
     store: Arc<dyn Store>,
     grpc_listener: TcpListener,
     http_listener: TcpListener,
+    auth: Authenticator,
 ) -> Result<RunningCatalog, CatalogError> {
     config.validate()?;
     let records = Records::new(store.namespace(NAMESPACE)?);
@@ -115,7 +133,12 @@ pub async fn start_unwarmed(
         tracing::info!(dir = %dir.display(), written = loaded.len(), "profile directory loaded");
     }
     let svc = CatalogGrpc::new(Arc::clone(&catalog));
-    let tokens = TokenStore::new(store.namespace(TOKEN_NAMESPACE)?);
+    // Tokens are made in the store the authenticator verifies them against; with
+    // authentication off (nothing verifies them), in the catalog's own store.
+    let tokens = match auth.tokens() {
+        Some(tokens) => tokens.clone(),
+        None => TokenStore::new(store.namespace(TOKEN_NAMESPACE)?),
+    };
     let services = Services::new()
         .add_service(CatalogServiceServer::new(svc.clone()))
         .add_service_with_limits(
@@ -128,6 +151,7 @@ pub async fn start_unwarmed(
         .add_service(TokenGrpc::new(tokens).server());
     let options = ServeOptions::new("catalog")
         .max_request_bytes(config.limits.max_request_bytes)
+        .auth(auth)
         .http(http_listener, crate::http::router(Arc::clone(&catalog)));
     let serving = toolplane_serve::serve(grpc_listener, services, options)
         .await

@@ -70,6 +70,7 @@ impl Catalog {
                 url,
                 config.mcp_timeout(),
                 config.limits.max_mcp_tools_per_cell,
+                config.mcp_proxy_token.as_ref(),
             )?),
             None => None,
         };

@@ -1,6 +1,7 @@
 //! `toolplane.v1.TokenService`: the plane's bearer tokens, created, listed and revoked by admins
-//! (docs/auth.md, "Tokens over gRPC"). The tokens live in the catalog's store under
-//! [`TOKEN_NAMESPACE`] (a [`TokenStore`]); the secret of a new token is answered once, only its
+//! (docs/auth.md, "Tokens over gRPC"). The tokens live in the token store the catalog's
+//! authenticator verifies (or, with authentication off, the catalog's store under
+//! [`TOKEN_NAMESPACE`]); the secret of a new token is answered once, only its
 //! hash is kept.
 //!
 //! Who manages which tokens: an admin the tokens of its own cell; an admin of the default cell

@@ -50,6 +50,8 @@ struct Args {
         value_name = "COMMAND,..."
     )]
     allowed_commands: Option<String>,
+    #[command(flatten)]
+    auth: toolplane_serve::auth::AuthArgs,
 }
 
 #[tokio::main]
@@ -98,6 +100,14 @@ async fn run() -> Result<(), String> {
     )
     .map_err(|e| e.to_string())?;
 
+    let auth = args
+        .auth
+        .start_service(
+            "mcp-proxy",
+            &config.data_dir,
+            &[config.listen, args.http_listen],
+        )
+        .await?;
     let store: Arc<dyn Store> = Arc::new(
         FsStore::open(&config.data_dir, toolplane_store::StoreOptions::default())
             .await
@@ -113,13 +123,10 @@ async fn run() -> Result<(), String> {
         .await
         .map_err(|e| format!("mcp.serve_failed: cannot bind {}: {e}", config.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    if !addr.ip().is_loopback() {
-        tracing::warn!(%addr, "serving on a non-loopback address: anyone who reaches it can start processes through stdio registrations");
-    }
     let http = tokio::net::TcpListener::bind(args.http_listen)
         .await
         .map_err(|e| format!("mcp.serve_failed: cannot bind {}: {e}", args.http_listen))?;
-    let serving = toolplane_mcp_proxy::start_on(listener, proxy, Some(http))
+    let serving = toolplane_mcp_proxy::start_on(listener, proxy, Some(http), auth)
         .await
         .map_err(|e| e.to_string())?;
     // Caught from before the line scripts wait for: a signal right after it is a clean stop.

@@ -60,16 +60,18 @@ pub async fn routes(proxy: McpProxy) -> Result<Routes, ServeError> {
     Ok(services(proxy).into_routes(limits).await.0)
 }
 
-/// Serves the proxy on `listener` (and its `/metrics` on `metrics`, when given); the stop
-/// finishes in-flight RPCs, then closes every MCP connection.
+/// Serves the proxy on `listener` (and its `/metrics` on `metrics`, when given) behind `auth`;
+/// the stop finishes in-flight RPCs, then closes every MCP connection.
 pub async fn start_on(
     listener: TcpListener,
     proxy: McpProxy,
     metrics: Option<TcpListener>,
+    auth: toolplane_auth::Authenticator,
 ) -> Result<Serving, ServeError> {
     let closing = proxy.clone();
     let mut options = ServeOptions::new("mcp-proxy")
         .max_message_bytes(MAX_MESSAGE_BYTES)
+        .auth(auth)
         .on_shutdown(move || async move { closing.shutdown().await });
     if let Some(metrics) = metrics {
         options = options.metrics(metrics, proxy.metrics());
@@ -77,14 +79,15 @@ pub async fn start_on(
     Ok(toolplane_serve::serve(listener, services(proxy), options).await?)
 }
 
-/// Serves until `shutdown` resolves, then finishes in-flight RPCs and closes every MCP
-/// connection.
+/// Serves, with authentication off, until `shutdown` resolves, then finishes in-flight RPCs and
+/// closes every MCP connection.
 pub async fn serve(
     listener: TcpListener,
     proxy: McpProxy,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    Ok(start_on(listener, proxy, None)
+    let auth = toolplane_auth::Authenticator::off(toolplane_serve::auth::DEFAULT_CELL);
+    Ok(start_on(listener, proxy, None, auth)
         .await?
         .until(shutdown)
         .await?)

@@ -81,19 +81,24 @@ impl RuntimeServer {
 }
 
 /// Binds `cfg.listen` (port 0 picks a free port) and serves the runtime with gRPC health and
-/// reflection.
-pub async fn start(cfg: RuntimeConfig) -> Result<RuntimeServer, RuntimeError> {
+/// reflection, behind `auth`.
+pub async fn start(
+    cfg: RuntimeConfig,
+    auth: toolplane_auth::Authenticator,
+) -> Result<RuntimeServer, RuntimeError> {
     let listener = TcpListener::bind(cfg.listen)
         .await
         .map_err(|e| RuntimeError::invalid(format!("cannot listen on {}: {e}", cfg.listen)))?;
-    start_on(cfg, listener).await
+    start_on(cfg, listener, auth).await
 }
 
 /// Serves on an already bound listener, through the one start every service shares
-/// (`toolplane_serve::serve`); the idle-invocation reaper stops once in-flight requests finished.
+/// (`toolplane_serve::serve`), behind `auth`; the idle-invocation reaper stops once in-flight
+/// requests finished.
 pub async fn start_on(
     cfg: RuntimeConfig,
     listener: TcpListener,
+    auth: toolplane_auth::Authenticator,
 ) -> Result<RuntimeServer, RuntimeError> {
     let runtime = Runtime::open(cfg).await?;
     let services = Services::new().add_service(RuntimeServiceServer::new(service::RuntimeGrpc {
@@ -103,6 +108,7 @@ pub async fn start_on(
     let options = ServeOptions::new("runtime")
         .max_message_bytes(MAX_REQUEST_BYTES)
         .registry(Arc::clone(&runtime.metrics.registry))
+        .auth(auth)
         .on_shutdown(move || async move { reaper.abort() });
     let serving = toolplane_serve::serve(listener, services, options)
         .await

@@ -41,6 +41,12 @@ struct Args {
     /// comma-separated); replaces the config's `env_allow`.
     #[arg(long, env = "TOOLPLANE_RUNTIME_ENV_ALLOW", value_name = "NAME,...")]
     env_allow: Option<String>,
+    /// File holding the credential (`tp_…`) sent to the catalog, the workspace and the mcp-proxy
+    /// when they require one (default: `TOOLPLANE_PEER_TOKEN`).
+    #[arg(long, env = "TOOLPLANE_PEER_TOKEN_FILE", value_name = "FILE")]
+    peer_token_file: Option<PathBuf>,
+    #[command(flatten)]
+    auth: toolplane_serve::auth::AuthArgs,
 }
 
 fn load(args: &Args) -> Result<RuntimeConfig, String> {
@@ -75,6 +81,7 @@ fn load(args: &Args) -> Result<RuntimeConfig, String> {
         .egress
         .clone()
         .for_posture(!cfg.listen.ip().is_loopback());
+    cfg.peer_token = toolplane_serve::auth::peer_token(args.peer_token_file.as_deref())?;
     Ok(cfg)
 }
 
@@ -98,6 +105,18 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
+    let exposed = [cfg.listen, args.http_listen];
+    let auth = match args
+        .auth
+        .start_service("runtime", &cfg.data_dir, &exposed)
+        .await
+    {
+        Ok(auth) => auth,
+        Err(e) => {
+            eprintln!("toolplane-runtime: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
     let http = match tokio::net::TcpListener::bind(args.http_listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -108,7 +127,7 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(1);
         }
     };
-    let mut server = match toolplane_runtime::start(cfg).await {
+    let mut server = match toolplane_runtime::start(cfg, auth).await {
         Ok(s) => s,
         Err(e) => {
             eprintln!("toolplane-runtime: {e}");

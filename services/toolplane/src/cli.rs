@@ -94,6 +94,7 @@ impl Global {
             workspace: self.workspace.clone(),
             mcp_proxy: self.mcp_proxy.clone(),
             cell: self.cell.clone(),
+            credential: crate::client::Credential::from_environment(),
         }
     }
 
@@ -175,6 +176,8 @@ pub struct UpArgs {
     /// With --demo: stop after the demo run and exit with its status (0 when it completed).
     #[arg(long, requires = "demo")]
     pub once: bool,
+    #[command(flatten)]
+    pub auth: toolplane_serve::auth::AuthArgs,
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,13 +1,116 @@
 //! Connections from the CLI to a running plane: the four addresses (flags, environment, or the
 //! defaults of `toolplane up`), one gRPC channel per service, and the translation of transport
 //! failures and gRPC statuses into one-line [`CliError`]s. It owns no domain logic and never
-//! retries a request that may have taken effect.
+//! retries a request that may have taken effect. Every request carries the user's credential
+//! ([`Credential`]) as `authorization: Bearer …` when there is one (docs/cli.md).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
+use tonic::metadata::{AsciiMetadataValue, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::error::{CliError, has_code};
+
+/// The environment variable holding the credential every command sends.
+pub const TOKEN_ENV: &str = "TOOLPLANE_TOKEN";
+
+/// A channel whose every request carries the credential it was connected with.
+pub type AuthChannel = InterceptedService<Channel, Bearer>;
+
+/// Sets `authorization: Bearer …` on every request, when there is a credential.
+#[derive(Clone, Debug, Default)]
+pub struct Bearer(Option<AsciiMetadataValue>);
+
+impl Interceptor for Bearer {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(value) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// Who the CLI calls as: `TOOLPLANE_TOKEN` when set (a toolplane token or a JWT), otherwise,
+/// for loopback addresses only, the first admin token a local `toolplane up --auth` wrote to
+/// `<data-dir>/admin.token` (`TOOLPLANE_DATA_DIR`, default `.toolplane`). `Debug` never prints
+/// a secret.
+#[derive(Clone, Default)]
+pub struct Credential {
+    token: Option<String>,
+    local_admin: Option<String>,
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credential")
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field(
+                "local_admin",
+                &self.local_admin.as_ref().map(|_| "<redacted>"),
+            )
+            .finish()
+    }
+}
+
+impl Credential {
+    /// The credential of this process's environment, as described on [`Credential`].
+    pub fn from_environment() -> Credential {
+        let token = std::env::var(TOKEN_ENV)
+            .ok()
+            .map(|t| t.trim().to_owned())
+            .filter(|t| !t.is_empty());
+        let data_dir = std::env::var_os("TOOLPLANE_DATA_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(".toolplane"));
+        let local_admin = match token {
+            Some(_) => None,
+            None => std::fs::read_to_string(toolplane_auth::admin_token_path(&data_dir))
+                .ok()
+                .map(|t| t.trim().to_owned())
+                .filter(|t| !t.is_empty()),
+        };
+        Credential { token, local_admin }
+    }
+
+    /// Exactly `secret`, for every address.
+    pub fn token(secret: &str) -> Credential {
+        Credential {
+            token: Some(secret.to_owned()),
+            local_admin: None,
+        }
+    }
+
+    /// What to send to `url`: the token, else the local admin token when `url` is loopback.
+    fn for_url(&self, url: &str) -> Option<&str> {
+        match (&self.token, &self.local_admin) {
+            (Some(token), _) => Some(token),
+            (None, Some(local)) if is_loopback_url(url) => Some(local),
+            _ => None,
+        }
+    }
+}
+
+/// Whether `url`'s host is `localhost` or a loopback address.
+fn is_loopback_url(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
 
 /// How long connecting to a service may take before it counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -23,6 +126,15 @@ pub struct Endpoints {
     pub mcp_proxy: String,
     /// Cell (tenant) every request names; empty selects the default cell.
     pub cell: String,
+    /// Who every request is made as.
+    pub credential: Credential,
+}
+
+impl Endpoints {
+    /// Connects to `service` at `address` with these endpoints' credential.
+    pub async fn connect(&self, service: &'static str, address: &str) -> Result<Conn, CliError> {
+        Conn::connect_with(service, address, &self.credential).await
+    }
 }
 
 /// One connected service.
@@ -30,7 +142,7 @@ pub struct Endpoints {
 pub struct Conn {
     pub service: &'static str,
     pub url: String,
-    pub channel: Channel,
+    pub channel: AuthChannel,
 }
 
 /// `127.0.0.1:7410` and `http://127.0.0.1:7410` both name the same service.
@@ -55,9 +167,33 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 impl Conn {
-    /// Connects to `service` at `address`; a refused or silent address is [`CliError::Unreachable`].
+    /// Connects to `service` at `address` with the credential of the environment
+    /// ([`Credential::from_environment`]).
     pub async fn connect(service: &'static str, address: &str) -> Result<Conn, CliError> {
+        Conn::connect_with(service, address, &Credential::from_environment()).await
+    }
+
+    /// Connects to `service` at `address`, sending `credential`; a refused or silent address is
+    /// [`CliError::Unreachable`].
+    pub async fn connect_with(
+        service: &'static str,
+        address: &str,
+        credential: &Credential,
+    ) -> Result<Conn, CliError> {
         let url = normalize_url(address);
+        let bearer = match credential.for_url(&url) {
+            Some(secret) => {
+                let mut value =
+                    MetadataValue::try_from(format!("Bearer {secret}")).map_err(|_| {
+                        CliError::InvalidInput(format!(
+                            "{TOKEN_ENV} holds characters a header cannot carry"
+                        ))
+                    })?;
+                value.set_sensitive(true);
+                Bearer(Some(value))
+            }
+            None => Bearer(None),
+        };
         let endpoint = Endpoint::from_shared(url.clone())
             .map_err(|e| CliError::InvalidAddress(format!("`{address}` for the {service}: {e}")))?
             .connect_timeout(CONNECT_TIMEOUT)
@@ -82,7 +218,7 @@ impl Conn {
         Ok(Conn {
             service,
             url,
-            channel,
+            channel: InterceptedService::new(channel, bearer),
         })
     }
 
@@ -127,6 +263,31 @@ impl Conn {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_local_admin_token_goes_to_loopback_addresses_only() {
+        let local = Credential {
+            token: None,
+            local_admin: Some("tp_local".into()),
+        };
+        for url in [
+            "http://127.0.0.1:7410",
+            "http://localhost:7410",
+            "http://[::1]:7410/",
+        ] {
+            assert_eq!(local.for_url(url), Some("tp_local"), "{url}");
+        }
+        for url in [
+            "http://10.0.0.5:7410",
+            "https://plane.example.com",
+            "http://[fe80::1]:1",
+        ] {
+            assert_eq!(local.for_url(url), None, "{url}");
+        }
+        let token = Credential::token("a.b.c");
+        assert_eq!(token.for_url("https://plane.example.com"), Some("a.b.c"));
+        assert!(!format!("{local:?}{token:?}").contains("tp_local"));
+    }
 
     #[test]
     fn addresses_without_a_scheme_are_http() {

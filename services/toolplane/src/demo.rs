@@ -12,7 +12,7 @@ use toolplane_proto::v1::mcp_proxy_service_client::McpProxyServiceClient;
 use toolplane_proto::v1::profile_service_client::ProfileServiceClient;
 use toolplane_proto::v1::workspace_service_client::WorkspaceServiceClient;
 
-use crate::client::{Conn, Endpoints, MAX_MESSAGE_BYTES};
+use crate::client::{Endpoints, MAX_MESSAGE_BYTES};
 use crate::commands::run::{follow, runtime_client};
 use crate::error::CliError;
 use crate::output::{Out, line};
@@ -72,7 +72,8 @@ pub async fn run(eps: &Endpoints, out: Out) -> Result<pb::Run, CliError> {
     })?;
 
     // The bundled MCP server, registered (or re-pointed at this binary) with its tools allowed.
-    let mcp = Conn::connect("mcp-proxy", &eps.mcp_proxy)
+    let mcp = eps
+        .connect("mcp-proxy", &eps.mcp_proxy)
         .await
         .map_err(|e| demo_err("connecting to the mcp-proxy", e))?;
     let mut proxy = McpProxyServiceClient::new(mcp.channel.clone())
@@ -121,7 +122,8 @@ pub async fn run(eps: &Endpoints, out: Out) -> Result<pb::Run, CliError> {
         )));
     }
 
-    let catalog = Conn::connect("catalog", &eps.catalog)
+    let catalog = eps
+        .connect("catalog", &eps.catalog)
         .await
         .map_err(|e| demo_err("connecting to the catalog", e))?;
     CatalogServiceClient::new(catalog.channel.clone())
@@ -141,7 +143,8 @@ pub async fn run(eps: &Endpoints, out: Out) -> Result<pb::Run, CliError> {
         .await
         .map_err(|s| demo_err("putting the demo profile", catalog.err(s)))?;
 
-    let runtime = Conn::connect("runtime", &eps.runtime)
+    let runtime = eps
+        .connect("runtime", &eps.runtime)
         .await
         .map_err(|e| demo_err("connecting to the runtime", e))?;
     let mut rt = runtime_client(&runtime);
@@ -176,7 +179,7 @@ pub async fn run(eps: &Endpoints, out: Out) -> Result<pb::Run, CliError> {
 
     if !out.json && run.status == pb::RunStatus::Completed as i32 {
         // The answer as committed: best effort, the run's outcome does not depend on showing it.
-        if let Ok(ws) = Conn::connect("workspace service", &eps.workspace).await {
+        if let Ok(ws) = eps.connect("workspace service", &eps.workspace).await {
             let note = WorkspaceServiceClient::new(ws.channel.clone())
                 .get_object(pb::GetObjectRequest {
                     run_id: run.run_id.clone(),

@@ -86,6 +86,10 @@ pub enum CliError {
     Demo(String),
     #[error("cli.io: {0}")]
     Io(String),
+    /// Authentication refused the start or the credential; the message carries its `auth.*`
+    /// code.
+    #[error("{0}")]
+    Auth(String),
     #[error(transparent)]
     Plane(#[from] PlaneError),
 }
@@ -94,9 +98,10 @@ impl CliError {
     /// The process exit status for this error.
     pub fn exit_code(&self) -> u8 {
         match self {
-            CliError::InvalidAddress(_) | CliError::InvalidInput(_) | CliError::NotFound(_) => {
-                EXIT_INVALID_INPUT
-            }
+            CliError::InvalidAddress(_)
+            | CliError::InvalidInput(_)
+            | CliError::NotFound(_)
+            | CliError::Auth(_) => EXIT_INVALID_INPUT,
             // The request named something malformed, missing or taken: the user changes the input.
             CliError::Rpc {
                 code:

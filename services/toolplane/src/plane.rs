@@ -2,6 +2,11 @@
 //! in one process, each on its own port over real gRPC, each with its own data directory under one
 //! root. It composes the service libraries and never reimplements them: the separate service
 //! binaries run exactly the same code.
+//!
+//! Every service is served behind the same [`Authenticator`] (`PlaneConfig::auth`). With
+//! authentication on, the plane makes one service credential at start, in memory only: the
+//! runtime calls the catalog, the workspace and the mcp-proxy with it, and the catalog the
+//! mcp-proxy; each accepts it as an admin of the default cell (docs/auth.md).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -9,7 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
+use toolplane_auth::{Authenticator, TokenSecret};
 use toolplane_serve::Serving;
+use toolplane_serve::auth::DEFAULT_CELL;
 use toolplane_store::{FsStore, Store, StoreExt, StoreOptions};
 
 /// How long after every service serves the catalog pulls the default cell from the mcp-proxy:
@@ -39,6 +46,8 @@ pub struct PlaneConfig {
     pub runtime: toolplane_runtime::RuntimeConfig,
     /// The mcp-proxy's settings: [`up_proxy_settings`] unless configured otherwise.
     pub mcp_proxy: toolplane_mcp_proxy::ProxySettings,
+    /// Who may call every service (default: off, every caller an admin of the default cell).
+    pub auth: Authenticator,
 }
 
 /// Variables a registration may name on `toolplane up` (`inherit_env`, `header_env`,
@@ -83,6 +92,7 @@ impl PlaneConfig {
                 ..toolplane_runtime::RuntimeConfig::default()
             },
             mcp_proxy: up_proxy_settings(),
+            auth: Authenticator::off(DEFAULT_CELL),
         }
     }
 
@@ -132,6 +142,7 @@ pub struct Plane {
     mcp_proxy: Serving,
     catalog: toolplane_catalog::RunningCatalog,
     runtime: toolplane_runtime::RuntimeServer,
+    service_token: Option<TokenSecret>,
 }
 
 async fn bind(service: &'static str, host: IpAddr, port: u16) -> Result<TcpListener, PlaneError> {
@@ -192,12 +203,14 @@ impl Plane {
         let ws_addr = addr_of("workspace service", &l.workspace)?;
         let mcp_addr = addr_of("mcp-proxy", &l.mcp_proxy)?;
         let catalog_addr = addr_of("catalog", &l.catalog)?;
+        let (auth, peer_token) = service_credential(&cfg.auth)?;
         let catalog_config = toolplane_catalog::CatalogConfig {
             store: toolplane_catalog::config::StoreConfig::Fs {
                 dir: cfg.data_dir.join("catalog"),
             },
             mcp_proxy_url: Some(format!("http://{mcp_addr}")),
             profiles_dir: cfg.profiles_dir.clone(),
+            mcp_proxy_token: peer_token.clone(),
             ..Default::default()
         };
         let mut runtime_config = cfg.runtime.clone();
@@ -205,6 +218,8 @@ impl Plane {
         runtime_config.workspace_url = format!("http://{ws_addr}");
         runtime_config.mcp_proxy_url = format!("http://{mcp_addr}");
         runtime_config.data_dir = cfg.data_dir.join("runtime");
+        runtime_config.peer_token = peer_token.clone();
+        let service_token = peer_token.clone();
 
         // Each start is its own task, so the CPU-bound parts use every core.
         // Beyond loopback, ImportSkill reads skill folders only from under the data directory.
@@ -214,6 +229,7 @@ impl Plane {
             cfg.data_dir.join("workspace"),
             l.workspace,
             l.workspace_http,
+            auth.clone(),
         ));
         runtime_config.egress = runtime_config
             .egress
@@ -227,18 +243,37 @@ impl Plane {
             cfg.data_dir.join("mcp-proxy"),
             l.mcp_proxy,
             l.mcp_proxy_http,
+            auth.clone(),
         ));
-        let catalog = tokio::spawn(start_catalog(catalog_config, l.catalog, l.catalog_http));
-        let runtime = tokio::spawn(start_runtime(runtime_config, l.runtime, l.runtime_http));
+        let catalog = tokio::spawn(start_catalog(
+            catalog_config,
+            l.catalog,
+            l.catalog_http,
+            auth.clone(),
+        ));
+        let runtime = tokio::spawn(start_runtime(
+            runtime_config,
+            l.runtime,
+            l.runtime_http,
+            auth,
+        ));
         let (workspace, mcp_proxy, catalog, runtime) =
             tokio::join!(workspace, mcp_proxy, catalog, runtime);
-        Plane::assemble(
+        let mut plane = Plane::assemble(
             joined("workspace service", workspace),
             joined("mcp-proxy", mcp_proxy),
             joined("catalog", catalog),
             joined("runtime", runtime),
         )
-        .await
+        .await?;
+        plane.service_token = service_token;
+        Ok(plane)
+    }
+
+    /// The service credential the plane's services call each other with, when authentication
+    /// is on (an admin of the default cell, held in memory only).
+    pub fn service_token(&self) -> Option<&TokenSecret> {
+        self.service_token.as_ref()
     }
 
     /// The plane when every service started; otherwise whatever started is stopped again and
@@ -260,6 +295,7 @@ impl Plane {
                     mcp_proxy,
                     catalog,
                     runtime,
+                    service_token: None,
                 })
             }
             (workspace, mcp_proxy, catalog, runtime) => {
@@ -326,6 +362,19 @@ impl Plane {
     }
 }
 
+/// With authentication on: the authenticator that also accepts a fresh service credential, and
+/// that credential, for the services' calls to each other. Off: both unchanged.
+fn service_credential(
+    auth: &Authenticator,
+) -> Result<(Authenticator, Option<TokenSecret>), PlaneError> {
+    if !auth.is_on() {
+        return Ok((auth.clone(), None));
+    }
+    let secret = TokenSecret::generate().map_err(|e| start_err("plane", e))?;
+    let auth = auth.clone().with_service_credential(&secret, DEFAULT_CELL);
+    Ok((auth, Some(secret)))
+}
+
 /// A start task's outcome, with a panic or cancellation reported as that service's failure.
 fn joined<T>(
     service: &'static str,
@@ -339,6 +388,7 @@ async fn start_workspace(
     dir: PathBuf,
     listener: TcpListener,
     metrics: TcpListener,
+    auth: Authenticator,
 ) -> Result<Serving, PlaneError> {
     let ws = toolplane_workspace::Workspace::open(toolplane_workspace::EngineOptions {
         data_dir: dir,
@@ -349,7 +399,7 @@ async fn start_workspace(
     })
     .await
     .map_err(|e| start_err("workspace service", e))?;
-    toolplane_workspace::start_on(listener, Arc::new(ws), metrics)
+    toolplane_workspace::start_on(listener, Arc::new(ws), metrics, auth)
         .await
         .map_err(|e| start_err("workspace service", e))
 }
@@ -359,6 +409,7 @@ async fn start_mcp_proxy(
     dir: PathBuf,
     listener: TcpListener,
     metrics: TcpListener,
+    auth: Authenticator,
 ) -> Result<Serving, PlaneError> {
     let failed = |e: &dyn std::fmt::Display| start_err("mcp-proxy", e);
     let store: Arc<dyn Store> = Arc::new(
@@ -372,7 +423,7 @@ async fn start_mcp_proxy(
     let proxy = toolplane_mcp_proxy::McpProxy::open(store, settings)
         .await
         .map_err(|e| failed(&e))?;
-    toolplane_mcp_proxy::start_on(listener, proxy, Some(metrics))
+    toolplane_mcp_proxy::start_on(listener, proxy, Some(metrics), auth)
         .await
         .map_err(|e| failed(&e))
 }
@@ -381,11 +432,12 @@ async fn start_catalog(
     config: toolplane_catalog::CatalogConfig,
     listener: TcpListener,
     http: TcpListener,
+    auth: Authenticator,
 ) -> Result<toolplane_catalog::RunningCatalog, PlaneError> {
     let store = toolplane_catalog::open_store(&config.store)
         .await
         .map_err(|e| start_err("catalog", e))?;
-    toolplane_catalog::start_unwarmed(config, store, listener, http)
+    toolplane_catalog::start_unwarmed(config, store, listener, http, auth)
         .await
         .map_err(|e| start_err("catalog", e))
 }
@@ -394,8 +446,9 @@ async fn start_runtime(
     config: toolplane_runtime::RuntimeConfig,
     listener: TcpListener,
     metrics: TcpListener,
+    auth: Authenticator,
 ) -> Result<toolplane_runtime::RuntimeServer, PlaneError> {
-    let mut server = toolplane_runtime::start_on(config, listener)
+    let mut server = toolplane_runtime::start_on(config, listener, auth)
         .await
         .map_err(|e| start_err("runtime", e))?;
     server

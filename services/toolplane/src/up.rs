@@ -1,15 +1,18 @@
 //! `toolplane up`: the four services in this process ([`crate::plane`]), each on its own port
 //! over real gRPC with storage under one data directory, the endpoints printed, optionally the
 //! demo run, and a clean stop on Ctrl-C or SIGTERM (a second Ctrl-C stops at once). It composes the
-//! plane; it never changes how a service behaves.
+//! plane; it never changes how a service behaves. With `--auth` every service asks who is
+//! calling; without it the plane refuses to bind beyond loopback unless told
+//! `--insecure-no-auth-on-network` (docs/auth.md).
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use serde_json::json;
 use toolplane_serve::Signals;
 
 use crate::cli::UpArgs;
-use crate::client::Endpoints;
+use crate::client::{Credential, Endpoints};
 use crate::error::CliError;
 use crate::output::{Out, line, warn};
 use crate::plane::{Plane, PlaneConfig};
@@ -50,12 +53,22 @@ pub async fn up(args: UpArgs, out: Out) -> Result<u8, CliError> {
         // The shipped profiles are picked up when run from a checkout.
         None => Some(PathBuf::from("profiles")).filter(|d| d.is_dir()),
     };
-    if !args.host.is_loopback() {
+    let exposed = SocketAddr::new(args.host, args.runtime_port);
+    args.auth
+        .check_exposure("plane", &[exposed])
+        .map_err(CliError::Auth)?;
+    if !args.host.is_loopback() && !args.auth.auth {
         warn(&format!(
-            "binding {}: anyone who can reach this address can use the plane, and start processes through stdio MCP registrations",
+            "binding {} without --auth: anyone who can reach this address can use the plane, and start processes through stdio MCP registrations",
             args.host
         ));
     }
+    let auth = args
+        .auth
+        .start(&args.data_dir)
+        .await
+        .map_err(CliError::Auth)?;
+    cfg.auth = auth.authenticator.clone();
 
     let plane = Plane::up(cfg).await?;
     // Listened for before the banner, so a Ctrl-C the moment the plane says it is up stops it
@@ -67,7 +80,13 @@ pub async fn up(args: UpArgs, out: Out) -> Result<u8, CliError> {
         workspace: plane.workspace_url(),
         mcp_proxy: plane.mcp_proxy_url(),
         cell: String::new(),
+        // The demo runs in this process, as the plane's own service credential.
+        credential: plane
+            .service_token()
+            .map(|secret| Credential::token(secret.expose()))
+            .unwrap_or_default(),
     };
+    let admin_token = auth.bootstrapped.as_ref().map(|p| p.display().to_string());
     if out.json {
         out.json_line(&json!({
             "event": "up",
@@ -78,6 +97,8 @@ pub async fn up(args: UpArgs, out: Out) -> Result<u8, CliError> {
             "mcpProxy": eps.mcp_proxy,
             "metrics": plane.metrics_urls().iter().map(|u| format!("{u}/metrics")).chain([format!("{}/metrics", plane.catalog_http_url())]).collect::<Vec<_>>(),
             "dataDir": args.data_dir,
+            "auth": args.auth.auth,
+            "adminTokenWritten": admin_token,
         }))?;
     } else {
         // One write: a reader of the output sees the whole banner at once.
@@ -91,6 +112,16 @@ pub async fn up(args: UpArgs, out: Out) -> Result<u8, CliError> {
             eps.workspace,
             eps.mcp_proxy,
         );
+        if args.auth.auth {
+            banner.push_str(
+                "\n  auth        on: every request needs `authorization: Bearer <token>`",
+            );
+        }
+        if let Some(path) = &admin_token {
+            banner.push_str(&format!(
+                "\n  admin token written to {path} (mode 0600; the CLI on this machine uses it when TOOLPLANE_TOKEN is unset)"
+            ));
+        }
         if !args.demo {
             banner.push_str("\nPress Ctrl-C to stop.");
         }

@@ -32,6 +32,8 @@ pub struct Cli {
         default_value = "127.0.0.1:7431"
     )]
     pub http_listen: SocketAddr,
+    #[command(flatten)]
+    pub auth: toolplane_serve::auth::AuthArgs,
 }
 
 /// The configuration file.

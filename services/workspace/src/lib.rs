@@ -69,17 +69,19 @@ pub fn services(ws: Arc<Workspace>) -> Services {
 }
 
 /// Serves the workspace on `listener` and its `/metrics` on `metrics` through the one start
-/// every service shares; once in-flight requests finished, the stop closes the journal writer
-/// (after the jobs already queued).
+/// every service shares, behind `auth`; once in-flight requests finished, the stop closes the
+/// journal writer (after the jobs already queued).
 pub async fn start_on(
     listener: TcpListener,
     ws: Arc<Workspace>,
     metrics: TcpListener,
+    auth: toolplane_auth::Authenticator,
 ) -> Result<Serving, WsError> {
     let registry = Arc::clone(&ws.metrics().registry);
     let closing = Arc::clone(&ws);
     let options = ServeOptions::new("workspace")
         .max_message_bytes(MAX_MESSAGE_BYTES)
+        .auth(auth)
         .metrics(metrics, registry)
         .on_shutdown(move || async move { closing.shutdown() });
     toolplane_serve::serve(listener, services(ws), options)

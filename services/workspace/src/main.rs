@@ -27,6 +27,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         toolplane_telemetry::TelemetryConfig::new("workspace")
             .with_service_version(env!("CARGO_PKG_VERSION")),
     )?;
+    let auth = match cli
+        .auth
+        .start_service(
+            "workspace",
+            &config.data_dir,
+            &[config.listen, cli.http_listen],
+        )
+        .await
+    {
+        Ok(auth) => auth,
+        Err(message) => {
+            eprintln!("toolplane-workspace: {message}");
+            std::process::exit(2);
+        }
+    };
     let ws = Arc::new(
         Workspace::open(EngineOptions {
             data_dir: config.data_dir.clone(),
@@ -36,7 +51,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let metrics = TcpListener::bind(cli.http_listen).await?;
     let listener = TcpListener::bind(config.listen).await?;
-    let serving = toolplane_workspace::start_on(listener, ws, metrics).await?;
+    let serving = toolplane_workspace::start_on(listener, ws, metrics, auth).await?;
     let addr = serving.addr();
     if let Some(metrics) = serving.http_addr() {
         tracing::info!(addr = %metrics, "metrics served at /metrics");

@@ -2,7 +2,9 @@
 //! the mcp-proxy and external tool hosts ([`Peers`], implementing the traits of
 //! `context::ports` in [`ports`]), and [`Runtime::open`](crate::context::Runtime::open), which
 //! assembles a runtime from its configuration. Channels connect lazily and carry W3C trace
-//! context; one channel per endpoint is shared by all calls (tonic channels multiplex).
+//! context; one channel per endpoint is shared by all calls (tonic channels multiplex). Calls to
+//! the catalog, the workspace and the mcp-proxy carry the runtime's peer credential
+//! (`authorization: Bearer …`, docs/auth.md) when it has one; calls to external hosts never do.
 //!
 //! The top of the runtime's layers below the service: the only place, with `convert` and the
 //! service, that knows protobuf and tonic.
@@ -11,7 +13,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
+use tonic::metadata::{AsciiMetadataValue, MetadataKey, MetadataMap, MetadataValue};
+use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use toolplane_proto::v1::profile_service_client::ProfileServiceClient;
@@ -27,7 +30,26 @@ use crate::config::RuntimeConfig;
 use crate::error::RuntimeError;
 use appends::Appends;
 
-pub type Traced = InterceptedService<Channel, TraceContextInterceptor>;
+pub type Traced = InterceptedService<Channel, PeerInterceptor>;
+
+/// Adds W3C trace context to every call, and the peer credential to calls of the plane's own
+/// services.
+#[derive(Clone, Debug, Default)]
+pub struct PeerInterceptor {
+    authorization: Option<AsciiMetadataValue>,
+}
+
+impl Interceptor for PeerInterceptor {
+    fn call(&mut self, request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        let mut request = TraceContextInterceptor.call(request)?;
+        if let Some(value) = &self.authorization {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
 
 /// Header names and values to send to an external host, by host id and endpoint URL.
 type HostHeaders = HashMap<(String, String), Vec<(String, String)>>;
@@ -45,6 +67,8 @@ pub struct Peers {
     /// catalog's `ResolveProfile` last gave them; sent with every call to that host.
     external_headers: Arc<Mutex<HostHeaders>>,
     appends: Arc<Appends>,
+    /// For the catalog, the workspace and the mcp-proxy only.
+    plane: PeerInterceptor,
 }
 
 fn channel(url: &str) -> Result<Channel, RuntimeError> {
@@ -57,6 +81,17 @@ fn channel(url: &str) -> Result<Channel, RuntimeError> {
 
 impl Peers {
     pub fn new(cfg: &RuntimeConfig) -> Result<Self, RuntimeError> {
+        let authorization = match &cfg.peer_token {
+            Some(secret) => {
+                let mut value = MetadataValue::try_from(format!("Bearer {}", secret.expose()))
+                    .map_err(|_| {
+                        RuntimeError::invalid("the peer credential is not a valid header value")
+                    })?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+            None => None,
+        };
         Ok(Peers {
             catalog: channel(&cfg.catalog_url)?,
             workspace: channel(&cfg.workspace_url)?,
@@ -64,16 +99,17 @@ impl Peers {
             external: Arc::new(Mutex::new(HashMap::new())),
             external_headers: Arc::new(Mutex::new(HashMap::new())),
             appends: Arc::new(Appends::default()),
+            plane: PeerInterceptor { authorization },
         })
     }
 
     pub fn profiles(&self) -> ProfileServiceClient<Traced> {
-        ProfileServiceClient::with_interceptor(self.catalog.clone(), TraceContextInterceptor)
+        ProfileServiceClient::with_interceptor(self.catalog.clone(), self.plane.clone())
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
     }
 
     pub fn workspace(&self) -> WorkspaceServiceClient<Traced> {
-        WorkspaceServiceClient::with_interceptor(self.workspace.clone(), TraceContextInterceptor)
+        WorkspaceServiceClient::with_interceptor(self.workspace.clone(), self.plane.clone())
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES)
     }
@@ -93,12 +129,12 @@ impl Peers {
     }
 
     pub fn workspace_executor(&self) -> ToolExecutorClient<Traced> {
-        ToolExecutorClient::with_interceptor(self.workspace.clone(), TraceContextInterceptor)
+        ToolExecutorClient::with_interceptor(self.workspace.clone(), self.plane.clone())
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
     }
 
     pub fn mcp_executor(&self) -> ToolExecutorClient<Traced> {
-        ToolExecutorClient::with_interceptor(self.mcp_proxy.clone(), TraceContextInterceptor)
+        ToolExecutorClient::with_interceptor(self.mcp_proxy.clone(), self.plane.clone())
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
     }
 
@@ -158,7 +194,7 @@ impl Peers {
             }
         };
         Ok(
-            ToolExecutorClient::with_interceptor(ch, TraceContextInterceptor)
+            ToolExecutorClient::with_interceptor(ch, PeerInterceptor::default())
                 .max_decoding_message_size(MAX_MESSAGE_BYTES),
         )
     }

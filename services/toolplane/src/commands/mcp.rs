@@ -21,7 +21,7 @@ use crate::convert::{
 use crate::error::CliError;
 use crate::output::{Out, line, progress, table, warn};
 
-type Proxy = McpProxyServiceClient<tonic::transport::Channel>;
+type Proxy = McpProxyServiceClient<crate::client::AuthChannel>;
 
 pub async fn run(command: McpCommand, eps: &Endpoints, out: Out) -> Result<(), CliError> {
     // Check the arguments before connecting: a malformed `add` is the user's to fix.
@@ -29,7 +29,7 @@ pub async fn run(command: McpCommand, eps: &Endpoints, out: Out) -> Result<(), C
         McpCommand::Add(args) => Some(transport(args)?),
         _ => None,
     };
-    let conn = Conn::connect("mcp-proxy", &eps.mcp_proxy).await?;
+    let conn = eps.connect("mcp-proxy", &eps.mcp_proxy).await?;
     let mut proxy: Proxy = McpProxyServiceClient::new(conn.channel.clone())
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
     match command {
@@ -649,7 +649,7 @@ async fn permit(
 /// the catalog pulls on its own every few seconds anyway.
 pub async fn refresh_catalog(eps: &Endpoints) {
     let result = async {
-        let conn = Conn::connect("catalog", &eps.catalog).await?;
+        let conn = eps.connect("catalog", &eps.catalog).await?;
         CatalogServiceClient::new(conn.channel.clone())
             .refresh_sources(pb::RefreshSourcesRequest {
                 cell_id: eps.cell.clone(),

@@ -7,7 +7,7 @@ use toolplane_proto::v1 as pb;
 use toolplane_proto::v1::profile_service_client::ProfileServiceClient;
 
 use crate::cli::{ProfileCommand, ProfilePutArgs};
-use crate::client::{Conn, Endpoints, MAX_MESSAGE_BYTES};
+use crate::client::{Endpoints, MAX_MESSAGE_BYTES};
 use crate::commands::read_input;
 use crate::commands::tools::warnings_json;
 use crate::convert::profile_json;
@@ -23,7 +23,7 @@ pub async fn run(command: ProfileCommand, eps: &Endpoints, out: Out) -> Result<(
         ProfileCommand::Put(args) => Some(read_profile(args)?),
         _ => None,
     };
-    let conn = Conn::connect("catalog", &eps.catalog).await?;
+    let conn = eps.connect("catalog", &eps.catalog).await?;
     let mut profiles = ProfileServiceClient::new(conn.channel.clone())
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
     match command {

@@ -20,7 +20,7 @@ use crate::error::CliError;
 use crate::output::{Out, line, table};
 use crate::timeline::Timeline;
 
-type Runtime = RuntimeServiceClient<tonic::transport::Channel>;
+type Runtime = RuntimeServiceClient<crate::client::AuthChannel>;
 
 /// Largest script file read (the runtime accepts requests up to 16 MiB).
 const MAX_SCRIPT_BYTES: u64 = 15 * 1024 * 1024;
@@ -40,7 +40,7 @@ pub async fn run(command: RunCommand, eps: &Endpoints, out: Out) -> Result<u8, C
     if let RunCommand::Cat { run_id, path } = &command {
         return cat(eps, run_id, path, out).await;
     }
-    let conn = Conn::connect("runtime", &eps.runtime).await?;
+    let conn = eps.connect("runtime", &eps.runtime).await?;
     let mut rt = runtime_client(&conn);
     match command {
         RunCommand::Start(args) => {
@@ -156,7 +156,7 @@ pub async fn run(command: RunCommand, eps: &Endpoints, out: Out) -> Result<u8, C
 
 /// `toolplane events <run>`: the stored journal as a timeline with audit paths (or followed).
 pub async fn events(args: EventsArgs, eps: &Endpoints, out: Out) -> Result<(), CliError> {
-    let conn = Conn::connect("runtime", &eps.runtime).await?;
+    let conn = eps.connect("runtime", &eps.runtime).await?;
     let mut rt = runtime_client(&conn);
     let mut timeline = Timeline::new(args.all, true);
     if args.follow {
@@ -486,7 +486,7 @@ fn describe_run(r: &pb::Run) -> String {
 /// is (with a final newline if it has none); other bytes as they are; `--json` gives the text with
 /// its path and size, and refuses bytes that are not UTF-8.
 async fn cat(eps: &Endpoints, run_id: &str, path: &str, out: Out) -> Result<u8, CliError> {
-    let conn = Conn::connect("workspace service", &eps.workspace).await?;
+    let conn = eps.connect("workspace service", &eps.workspace).await?;
     let object = WorkspaceServiceClient::new(conn.channel.clone())
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .get_object(pb::GetObjectRequest {

@@ -18,14 +18,14 @@ use crate::output::{Out, line, table, warn};
 const MAX_PAGES: usize = 1_000;
 
 pub async fn run(command: ToolsCommand, eps: &Endpoints, out: Out) -> Result<(), CliError> {
-    let conn = Conn::connect("catalog", &eps.catalog).await?;
+    let conn = eps.connect("catalog", &eps.catalog).await?;
     match command {
         ToolsCommand::Ls(args) => ls(&conn, eps, args, out).await,
         ToolsCommand::Describe(args) => describe(&conn, eps, args, out).await,
     }
 }
 
-fn client(conn: &Conn) -> CatalogServiceClient<tonic::transport::Channel> {
+fn client(conn: &Conn) -> CatalogServiceClient<crate::client::AuthChannel> {
     CatalogServiceClient::new(conn.channel.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES)
 }
 

@@ -31,6 +31,9 @@ pub fn command(cwd: &Path) -> Command {
         "TOOLPLANE_DATA_DIR",
         "TOOLPLANE_HOST",
         "TOOLPLANE_PROFILES_DIR",
+        "TOOLPLANE_TOKEN",
+        "TOOLPLANE_AUTH",
+        "TOOLPLANE_INSECURE_NO_AUTH_ON_NETWORK",
         "OPENAI_BASE_URL",
         "OPENAI_API_KEY",
         "OPENAI_MODEL",
@@ -166,8 +169,14 @@ impl Ran {
 
 /// Runs `toolplane args…` in `cwd` to the end (at most 120 s).
 pub fn run_in(cwd: &Path, args: &[&str]) -> Ran {
+    run_in_with(cwd, args, &[])
+}
+
+/// [`run_in`] with extra environment variables.
+pub fn run_in_with(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Ran {
     let child = command(cwd)
         .args(args)
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -307,10 +316,15 @@ impl Up {
     /// Runs a client command against this plane (address flags first, so that a command after
     /// `--` stays last).
     pub fn cli(&self, args: &[&str]) -> Ran {
+        self.cli_with(args, &[])
+    }
+
+    /// [`Up::cli`] with extra environment variables.
+    pub fn cli_with(&self, args: &[&str], env: &[(&str, &str)]) -> Ran {
         let mut all = self.ports.client_args();
         all.extend(args.iter().map(|a| (*a).to_owned()));
         let refs: Vec<&str> = all.iter().map(String::as_str).collect();
-        run_in(self.dir.path(), &refs)
+        run_in_with(self.dir.path(), &refs, env)
     }
 
     /// Ctrl-C, then waits for the process to end; returns its status, all of stdout and stderr.
