@@ -76,7 +76,7 @@ impl fmt::Display for EgressDenied {
 
 impl EgressPolicy {
     /// The policy with [`PrivateNetworks::Auto`] decided: `deployed` is true when the service is
-    /// bound beyond loopback or has authentication on.
+    /// bound beyond loopback (docs/egress.md).
     pub fn for_posture(mut self, deployed: bool) -> EgressPolicy {
         if self.private_networks == PrivateNetworks::Auto {
             self.private_networks = if deployed {

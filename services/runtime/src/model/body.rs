@@ -60,6 +60,8 @@ mod tests {
     use tokio::task::JoinHandle;
     use toolplane_proto::v1 as pb;
 
+    use toolplane_core::egress::EgressPolicy;
+
     use crate::model::provider::{Endpoint, MAX_RESPONSE_BYTES, ModelClient};
 
     /// A model endpoint on 127.0.0.1 that answers one request with `head` and then, when
@@ -95,7 +97,7 @@ mod tests {
     }
 
     async fn call(endpoint: Endpoint) -> crate::model::provider::CallError {
-        let client = ModelClient::new(endpoint).unwrap();
+        let client = ModelClient::new(endpoint, &EgressPolicy::default().for_posture(false)).unwrap();
         tokio::time::timeout(
             Duration::from_secs(20),
             client.call("system", &[], &Map::new(), 1),

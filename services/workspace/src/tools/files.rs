@@ -258,17 +258,24 @@ fn write_locked(
     let previous = current.as_deref().map(sha256_hex);
     read_state::check_write(state.as_ref(), previous.as_deref(), append)
         .map_err(|refusal| refusal.to_error(p.as_str(), Action::Write))?;
+    // The result's size is known before it is built: an append never allocates past the cap.
+    let kept = match &current {
+        Some(old) if append => old.len(),
+        _ => 0,
+    };
+    let size = (kept as u64).saturating_add(content.len() as u64);
+    if size > caps.file_bytes {
+        return Err(too_large(p, size, caps.file_bytes));
+    }
     let new_bytes: Vec<u8> = match &current {
         Some(old) if append => {
-            let mut next = old.clone();
+            let mut next = Vec::with_capacity(old.len() + content.len());
+            next.extend_from_slice(old);
             next.extend_from_slice(content.as_bytes());
             next
         }
         _ => content.into_bytes(),
     };
-    if new_bytes.len() as u64 > caps.file_bytes {
-        return Err(too_large(p, new_bytes.len() as u64, caps.file_bytes));
-    }
     if let Some(old) = &current
         && append
     {
