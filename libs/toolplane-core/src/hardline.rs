@@ -25,7 +25,7 @@
 
 use std::sync::Arc;
 
-use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use globset::{Candidate, GlobBuilder, GlobSet, GlobSetBuilder};
 use regex::{RegexSet, RegexSetBuilder};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -82,6 +82,9 @@ struct Compiled {
     globs: GlobSet,
     /// The rule name of each glob, by index in `globs`.
     glob_rules: Vec<(String, String)>,
+    /// Whether some glob could match a path starting with `/`; when none can, relative paths are
+    /// not also matched against the working directory.
+    globs_may_root: bool,
     patterns: Option<RegexSet>,
     /// The rule name and shown text of each pattern, by index in `patterns`.
     pattern_rules: Vec<(String, String)>,
@@ -206,6 +209,7 @@ impl HardlineRules {
         Ok(HardlineRules {
             compiled: Arc::new(Compiled {
                 globs: globs_set,
+                globs_may_root: globs.iter().any(|(_, g)| may_root(g)),
                 glob_rules: globs,
                 patterns: regexes,
                 pattern_rules: patterns
@@ -255,32 +259,92 @@ impl HardlineRules {
         if c.glob_rules.is_empty() {
             return None;
         }
-        for s in strings.iter().filter(|s| s.path) {
-            for candidate in path_words(s.text, scope) {
-                for reading in lexpath::readings(candidate) {
-                    let mut forms = vec![reading.clone()];
-                    if !work_dir.is_empty() && !reading.starts_with('/') {
-                        forms.push(lexpath::absolutize(&reading, work_dir));
-                    }
-                    for form in &forms {
-                        if !c.globs.is_match(form) {
-                            continue;
-                        }
-                        let matched = c.globs.matches(form).first().copied();
-                        if let Some((rule, glob)) = matched.and_then(|i| c.glob_rules.get(i)) {
-                            return Some(Violation {
-                                rule: rule.clone(),
-                                reason: format!(
-                                    "`{}` names the never-allowed path `{glob}`",
-                                    lexpath::shown(candidate)
-                                ),
-                            });
-                        }
-                    }
-                }
-            }
+        let mut paths = PathMatcher::new(c, work_dir);
+        strings
+            .iter()
+            .filter(|s| s.path)
+            .flat_map(|s| path_words(s.text, scope))
+            .find_map(|candidate| paths.violation(candidate))
+    }
+}
+
+/// Matches path candidates against the never-path globs, building as few strings as it can: a
+/// candidate already in normal form (`lexpath::is_normal`, no `%`) is matched as written, and its
+/// absolutised form is built in one reused buffer from the working directory normalised once, and
+/// only when some glob could match an absolute path.
+struct PathMatcher<'a> {
+    compiled: &'a Compiled,
+    work_dir: &'a str,
+    /// The working directory normalised, when it is absolute (the quick absolutisation).
+    rooted_work_dir: Option<String>,
+    buffer: String,
+}
+
+impl<'a> PathMatcher<'a> {
+    fn new(compiled: &'a Compiled, work_dir: &'a str) -> Self {
+        let rooted_work_dir = (!work_dir.is_empty())
+            .then(|| lexpath::normalize(work_dir))
+            .filter(|w| w.starts_with('/'));
+        PathMatcher {
+            compiled,
+            work_dir,
+            rooted_work_dir,
+            buffer: String::new(),
         }
-        None
+    }
+
+    /// The first never-path rule `candidate` names, in any of its readings.
+    fn violation(&mut self, candidate: &str) -> Option<Violation> {
+        if !candidate.contains('%') && lexpath::is_normal(candidate) {
+            return self.reading_violation(candidate, candidate);
+        }
+        lexpath::readings(candidate)
+            .iter()
+            .find_map(|reading| self.reading_violation(candidate, reading))
+    }
+
+    /// One normalised reading, as it is and (when relative) against the working directory.
+    fn reading_violation(&mut self, candidate: &str, reading: &str) -> Option<Violation> {
+        if let Some(v) = self.form_violation(candidate, reading) {
+            return Some(v);
+        }
+        if self.work_dir.is_empty() || reading.starts_with('/') || !self.compiled.globs_may_root {
+            return None;
+        }
+        let mut buffer = std::mem::take(&mut self.buffer);
+        buffer.clear();
+        match &self.rooted_work_dir {
+            // A normal relative reading without leading `..` appends to the normalised directory
+            // as it is (what `absolutize` would make of it).
+            Some(dir) if !reading.starts_with("..") => {
+                buffer.push_str(dir);
+                if !dir.ends_with('/') {
+                    buffer.push('/');
+                }
+                buffer.push_str(reading);
+            }
+            _ => buffer.push_str(&lexpath::absolutize(reading, self.work_dir)),
+        }
+        let found = self.form_violation(candidate, &buffer);
+        self.buffer = buffer;
+        found
+    }
+
+    fn form_violation(&self, candidate: &str, form: &str) -> Option<Violation> {
+        let c = self.compiled;
+        let form = Candidate::new(form);
+        if !c.globs.is_match_candidate(&form) {
+            return None;
+        }
+        let matched = c.globs.matches_candidate(&form).first().copied();
+        let (rule, glob) = matched.and_then(|i| c.glob_rules.get(i))?;
+        Some(Violation {
+            rule: rule.clone(),
+            reason: format!(
+                "`{}` names the never-allowed path `{glob}`",
+                lexpath::shown(candidate)
+            ),
+        })
     }
 }
 
@@ -315,6 +379,13 @@ fn collect_object<'a>(map: &'a Map<String, Value>, scope: PathScope, out: &mut V
         });
         collect(v, Some(k), scope, out);
     }
+}
+
+/// Whether glob `g` could match a path that starts with `/`: all but those that start with a
+/// literal character that is not `/` (`persist/secrets/**`, `.env`); `**/x`, `*.pem`, `{a,b}`, `\\x`
+/// and `/etc/**` can.
+fn may_root(g: &str) -> bool {
+    !g.starts_with(|c: char| c.is_alphanumeric() || matches!(c, '.' | '_' | '-' | '~' | ' '))
 }
 
 pub(crate) fn is_path_key(key: &str) -> bool {
@@ -361,6 +432,33 @@ mod tests {
 
     fn obj(v: serde_json::Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn relative_paths_are_matched_against_the_working_directory_however_spelled() {
+        let r = rules(json!({"neverPaths": ["/srv/work/secret/**", "persist/secrets/**"]}));
+        for (args, dir) in [
+            (json!({"cmd": "cat secret/k"}), "/srv/work"),
+            (json!({"cmd": "cat secret/k"}), "/srv/work/"),
+            (json!({"cmd": "cat ./secret//k"}), "/srv/work"),
+            (json!({"q": "work/secret/k"}), "/srv/x/.."),
+            (json!({"q": "../secret/k"}), "/srv/work/sub"),
+            (json!({"q": "secret%2Fk"}), "/srv/work"),
+            (json!({"q": "persist/secrets/x"}), "/srv/work"),
+        ] {
+            let v = r.find_violation(&obj(args.clone()), PathScope::Everything, dir);
+            assert!(v.is_some(), "{args} in {dir}");
+        }
+        for (args, dir) in [
+            (json!({"cmd": "cat secret/k"}), "/srv/other"),
+            (json!({"cmd": "cat secret/k"}), ""),
+            (json!({"q": "/srv/persist/secrets/x"}), "/srv"),
+        ] {
+            let v = r.find_violation(&obj(args.clone()), PathScope::Everything, dir);
+            assert_eq!(v, None, "{args} in {dir}");
+        }
+        assert!(may_root("/etc/**") && may_root("**/.ssh/**") && may_root("*.pem"));
+        assert!(!may_root("persist/secrets/**") && !may_root(".env"));
     }
 
     #[test]

@@ -71,6 +71,19 @@ pub fn normalize(raw: &str) -> String {
     }
 }
 
+/// Whether `raw` is already what [`normalize`] makes of it and names no `..`: not empty, no `\`, no
+/// empty, `.` or `..` segment, no trailing `/` (but `/` itself). Such a string can be matched as
+/// written, without building its normalised copy.
+pub fn is_normal(raw: &str) -> bool {
+    if raw == "/" {
+        return true;
+    }
+    let body = raw.strip_prefix('/').unwrap_or(raw);
+    !body.is_empty()
+        && !raw.contains('\\')
+        && body.split('/').all(|seg| !matches!(seg, "" | "." | ".."))
+}
+
 /// `path` resolved against `work_dir` when it is relative and a working directory is known.
 pub fn absolutize(path: &str, work_dir: &str) -> String {
     // `\` reads as `/` (see `normalize`), so `\etc\passwd` is absolute too.
@@ -157,6 +170,26 @@ mod tests {
     }
 
     #[test]
+    fn strings_needing_no_normalisation_are_recognised() {
+        for normal in [
+            "/",
+            "/etc/passwd",
+            "a/b.txt",
+            "notes",
+            ".ssh/id",
+            "a/.b",
+            "x..y/z",
+        ] {
+            assert!(is_normal(normal), "{normal}");
+        }
+        for not in [
+            "", ".", "./a", "a/./b", "a//b", "a/", "/etc/", "a/../b", "../a", "//x", "a\\b",
+        ] {
+            assert!(!is_normal(not), "{not}");
+        }
+    }
+
+    #[test]
     fn under_is_segment_wise() {
         assert!(is_under("/srv/work/a", "/srv/work"));
         assert!(is_under("/srv/work", "/srv/work/"));
@@ -178,6 +211,16 @@ mod tests {
                 let first_real = segs.iter().position(|s| *s != "..").unwrap_or(segs.len());
                 prop_assert!(segs[first_real..].iter().all(|s| *s != ".."));
                 prop_assert!(!once.starts_with('/') || first_real == 0);
+            }
+        }
+
+        /// A string taken as normal needs no normalisation: matching it as written is matching
+        /// what it means.
+        #[test]
+        fn a_normal_string_is_its_own_normal_form(raw in "[a-z./\\\\%]{0,40}") {
+            if is_normal(&raw) {
+                prop_assert_eq!(normalize(&raw), raw.clone());
+                prop_assert!(!raw.split('/').any(|s| s == ".."));
             }
         }
 

@@ -144,8 +144,8 @@ fn modules_import_only_from_their_own_layer_and_below() {
 }
 
 /// Where protobuf and tonic may appear below the edges: `error` maps runtime errors to gRPC statuses
-/// (the one table of the service), and `model/provider.rs` reads a run spec's model endpoint.
-const PROTOBUF_BELOW_THE_EDGES: &[&str] = &["error.rs", "model/provider.rs"];
+/// (the one table of the service), and `model/endpoint.rs` reads a run spec's model endpoint.
+const PROTOBUF_BELOW_THE_EDGES: &[&str] = &["error.rs", "model/endpoint.rs"];
 
 #[test]
 fn protobuf_and_tonic_stay_in_convert_peers_and_service() {

@@ -58,9 +58,7 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
     use tokio::task::JoinHandle;
-    use toolplane_proto::v1 as pb;
-
-    use toolplane_core::egress::EgressPolicy;
+    use toolplane_core::profile::ModelEndpoint as ProfileEndpoint;
 
     use crate::model::provider::{Endpoint, MAX_RESPONSE_BYTES, ModelClient};
 
@@ -86,18 +84,19 @@ mod tests {
             }
             written
         });
-        let e = pb::ModelEndpoint {
-            kind: pb::ModelEndpointKind::OpenaiCompatible as i32,
-            base_url: format!("http://{addr}/v1"),
-            model: "m".into(),
-            ..Default::default()
-        };
-        let endpoint = Endpoint::from_pb(&e, Duration::from_secs(60), 0).unwrap();
+        let e: ProfileEndpoint = serde_json::from_value(serde_json::json!({
+            "kind": "openai-compatible",
+            "baseUrl": format!("http://{addr}/v1"),
+            "model": "m",
+        }))
+        .unwrap();
+        let endpoint = Endpoint::from_profile(&e, Duration::from_secs(60), 0).unwrap();
         (endpoint, server)
     }
 
     async fn call(endpoint: Endpoint) -> crate::model::provider::CallError {
-        let client = ModelClient::new(endpoint, &EgressPolicy::default().for_posture(false)).unwrap();
+        let client =
+            ModelClient::new(endpoint, &toolplane_core::egress::EgressPolicy::default()).unwrap();
         tokio::time::timeout(
             Duration::from_secs(20),
             client.call("system", &[], &Map::new(), 1),

@@ -4,4 +4,7 @@
 
 mod body;
 pub mod egress;
+mod endpoint;
 pub mod provider;
+mod request;
+mod script;
