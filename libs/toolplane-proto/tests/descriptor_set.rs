@@ -109,6 +109,10 @@ fn production_set_holds_every_service_and_rpc() {
             ],
         ),
         ("toolplane.v1.ToolExecutor", &["Execute"]),
+        (
+            "toolplane.v1.TokenService",
+            &["CreateToken", "ListTokens", "RevokeToken"],
+        ),
     ];
 
     let actual = services(&decode(toolplane_proto::FILE_DESCRIPTOR_SET).unwrap());
