@@ -7,7 +7,9 @@
 //!   concurrent invocations (64 ≥ 8× of 1; `TOOLPLANE_BENCH_LEVELS=1,64,128` measures others);
 //!   before them, the same levels of a bare echo and of an echo reached through a relay, how far
 //!   servers that do nothing scale on this machine;
-//! - RSS of 1,000 open invocations above idle (target < 100 MiB).
+//! - RSS of 1,000 open invocations above idle (target < 100 MiB);
+//! - only with `TOOLPLANE_BENCH_ONLY=auth`: `ExecuteToolCalls` on a plane with authentication on
+//!   (an agent token on every call) vs the same on a plane with it off (target ≤ 1.05×; `auth.rs`).
 //!
 //! Run with `cargo bench -p toolplane --bench runtime`.
 
@@ -26,6 +28,9 @@ use toolplane_proto::v1 as pb;
 use toolplane_proto::v1::profile_service_client::ProfileServiceClient;
 use toolplane_proto::v1::runtime_service_client::RuntimeServiceClient;
 use toolplane_proto::v1::workspace_service_client::WorkspaceServiceClient;
+
+#[path = "runtime/auth.rs"]
+mod auth;
 
 /// The allocator the shipped binaries use (BENCHMARKS.md, "Allocator"), so that the plane in this
 /// process runs as `toolplane up` does.
@@ -77,8 +82,35 @@ struct Inv {
     turn: String,
 }
 
+/// What a runtime client's transport must be: a plain channel, or one that adds a credential.
+trait Transport:
+    tonic::client::GrpcService<
+        tonic::body::Body,
+        Error: Into<tonic::codegen::StdError>,
+        ResponseBody: tonic::codegen::Body<
+            Data = tonic::codegen::Bytes,
+            Error: Into<tonic::codegen::StdError> + Send,
+        > + Send
+                          + 'static,
+    >
+{
+}
+
+impl<T> Transport for T where
+    T: tonic::client::GrpcService<
+            tonic::body::Body,
+            Error: Into<tonic::codegen::StdError>,
+            ResponseBody: tonic::codegen::Body<
+                Data = tonic::codegen::Bytes,
+                Error: Into<tonic::codegen::StdError> + Send,
+            > + Send
+                              + 'static,
+        >
+{
+}
+
 /// A background run of the bench profile.
-async fn create_run(rt: &mut RuntimeServiceClient<Channel>) -> pb::Run {
+async fn create_run<T: Transport>(rt: &mut RuntimeServiceClient<T>) -> pb::Run {
     rt.create_run(pb::CreateRunRequest {
         profile_id: "bench".into(),
         mode: pb::RunMode::Background as i32,
@@ -91,7 +123,7 @@ async fn create_run(rt: &mut RuntimeServiceClient<Channel>) -> pb::Run {
     .unwrap()
 }
 
-async fn open(rt: &mut RuntimeServiceClient<Channel>) -> Inv {
+async fn open<T: Transport>(rt: &mut RuntimeServiceClient<T>) -> Inv {
     let run = create_run(rt).await;
     let inv = rt
         .open_invocation(pb::OpenInvocationRequest {
@@ -108,8 +140,8 @@ async fn open(rt: &mut RuntimeServiceClient<Channel>) -> Inv {
     }
 }
 
-async fn call(
-    rt: &mut RuntimeServiceClient<Channel>,
+async fn call<T: Transport>(
+    rt: &mut RuntimeServiceClient<T>,
     inv: &mut Inv,
     n: usize,
     alias: &str,
@@ -133,25 +165,21 @@ async fn call(
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    // `TOOLPLANE_BENCH_ONLY=latency`, `=throughput` or `=auth` runs one part (for profiling it
+    // alone); the authentication part runs only when asked for, with planes of its own.
+    let only = std::env::var("TOOLPLANE_BENCH_ONLY").unwrap_or_default();
+    if only == "auth" {
+        auth::overhead().await;
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = PlaneConfig::ephemeral(dir.path().to_path_buf());
     cfg.runtime.invocation_idle_timeout = Duration::from_secs(3600);
     let plane = Plane::up(cfg).await.unwrap();
-    let mut profiles = ProfileServiceClient::new(channel(&plane.catalog_url()).await);
-    let profile = json!({"id": "bench", "tools": {"allow": ["builtin:workspace.read_file", "builtin:workspace.write_file", "builtin:dice.roll"], "maxCallsPerInvocation": 10000, "maxRounds": 1000}});
-    profiles
-        .put_profile(pb::PutProfileRequest {
-            profile_id: "bench".into(),
-            profile_json: profile.to_string(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    put_bench_profile(&plane.catalog_url(), None).await;
     let mut rt = RuntimeServiceClient::new(channel(&plane.runtime_url()).await);
 
     let _warm = open(&mut rt).await;
-    // `TOOLPLANE_BENCH_ONLY=latency` or `=throughput` runs one part (for profiling it alone).
-    let only = std::env::var("TOOLPLANE_BENCH_ONLY").unwrap_or_default();
     if only.is_empty() {
         memory(&mut rt).await;
         // A pause, as between two bursts: the workspace closes the quiet log segment and
@@ -165,6 +193,23 @@ async fn main() {
         throughput(&mut rt).await;
     }
     plane.shutdown().await;
+}
+
+/// Puts the bench profile, with `authorization` when given (an admin's `Bearer …`).
+async fn put_bench_profile(catalog_url: &str, authorization: Option<&str>) {
+    let mut profiles = ProfileServiceClient::new(channel(catalog_url).await);
+    let profile = json!({"id": "bench", "tools": {"allow": ["builtin:workspace.read_file", "builtin:workspace.write_file", "builtin:dice.roll"], "maxCallsPerInvocation": 10000, "maxRounds": 1000}});
+    let mut request = tonic::Request::new(pb::PutProfileRequest {
+        profile_id: "bench".into(),
+        profile_json: profile.to_string(),
+        ..Default::default()
+    });
+    if let Some(value) = authorization {
+        request
+            .metadata_mut()
+            .insert("authorization", value.parse().unwrap());
+    }
+    profiles.put_profile(request).await.unwrap();
 }
 
 async fn memory(rt: &mut RuntimeServiceClient<Channel>) {

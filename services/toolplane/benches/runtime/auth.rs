@@ -1,0 +1,173 @@
+//! What authentication costs a tool call (`TOOLPLANE_BENCH_ONLY=auth`): two planes in this
+//! process, one with authentication off, one with it on as `toolplane up --auth` runs it (a token
+//! store on disk, the in-memory service credential between the plane's services), the latter
+//! called with a toolplane token of role `agent` as `authorization: Bearer` on every call. The
+//! same calls alternate between the two, so load changes hit both alike; the figure is the ratio
+//! of their medians (target ≤ 1.05). It also prints the token store's verification of that token
+//! alone, the share of a call that is looking the token up.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tonic::metadata::AsciiMetadataValue;
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+use toolplane::plane::{Plane, PlaneConfig};
+use toolplane_auth::{Authenticator, NewToken, Role, TokenStore};
+use toolplane_proto::v1::runtime_service_client::RuntimeServiceClient;
+use toolplane_serve::auth::{DEFAULT_CELL, open_token_store};
+
+use crate::{Inv, SAMPLES, call, channel, median, open, put_bench_profile};
+
+/// Adds `authorization` to every request, when there is one.
+#[derive(Clone)]
+struct Bearer(Option<AsciiMetadataValue>);
+
+impl Interceptor for Bearer {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(value) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
+type Client = RuntimeServiceClient<InterceptedService<Channel, Bearer>>;
+
+/// One plane and the client that calls it, with an invocation whose `output/a.md` is written.
+struct Side {
+    plane: Plane,
+    rt: Client,
+    inv: Inv,
+    n: usize,
+    read: Vec<Duration>,
+    dice: Vec<Duration>,
+}
+
+impl Side {
+    async fn up(cfg: PlaneConfig, admin: Option<&str>, agent: Option<&str>) -> Side {
+        let plane = Plane::up(cfg).await.unwrap();
+        put_bench_profile(&plane.catalog_url(), admin).await;
+        let bearer = Bearer(agent.map(|v| v.parse().unwrap()));
+        let mut rt =
+            RuntimeServiceClient::with_interceptor(channel(&plane.runtime_url()).await, bearer);
+        let inv = fresh(&mut rt).await;
+        Side {
+            plane,
+            rt,
+            inv,
+            n: 1,
+            read: Vec::new(),
+            dice: Vec::new(),
+        }
+    }
+
+    /// One `read_file` and one `dice.roll`, timed; kept after the warm-up.
+    async fn round(&mut self, keep: bool) {
+        if self.n > 900 {
+            self.inv = fresh(&mut self.rt).await;
+            self.n = 1;
+        }
+        let t = Instant::now();
+        let path = json!({"path": "output/a.md"});
+        call(
+            &mut self.rt,
+            &mut self.inv,
+            self.n,
+            "workspace_read_file",
+            path,
+        )
+        .await;
+        let r = t.elapsed();
+        let t = Instant::now();
+        let dice = json!({"notation": "3d6+4"});
+        call(&mut self.rt, &mut self.inv, self.n + 1, "dice_roll", dice).await;
+        let d = t.elapsed();
+        self.n += 2;
+        if keep {
+            self.read.push(r);
+            self.dice.push(d);
+        }
+    }
+}
+
+async fn fresh(rt: &mut Client) -> Inv {
+    let mut inv = open(rt).await;
+    let args = json!({"path": "output/a.md", "content": "line one\nline two\n"});
+    call(rt, &mut inv, 0, "workspace_write_file", args).await;
+    inv
+}
+
+async fn token(tokens: &TokenStore, role: Role) -> String {
+    let created = tokens
+        .create(NewToken {
+            name: format!("bench-{}", role.as_str()),
+            cell: DEFAULT_CELL.into(),
+            role,
+            expires_at_unix_ms: None,
+        })
+        .await
+        .unwrap();
+    format!("Bearer {}", created.secret.expose())
+}
+
+pub async fn overhead() {
+    let (off_dir, on_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let ephemeral = |dir: &tempfile::TempDir| {
+        let mut cfg = PlaneConfig::ephemeral(dir.path().to_path_buf());
+        cfg.runtime.invocation_idle_timeout = Duration::from_secs(3600);
+        cfg
+    };
+    let mut off = Side::up(ephemeral(&off_dir), None, None).await;
+    // As `toolplane up --auth`: the token store in `<data-dir>/auth`, the plane adding its
+    // in-memory service credential for the calls between its services.
+    let tokens = open_token_store(&on_dir.path().join("auth")).await.unwrap();
+    let (admin, agent) = (
+        token(&tokens, Role::Admin).await,
+        token(&tokens, Role::Agent).await,
+    );
+    let mut cfg = ephemeral(&on_dir);
+    cfg.auth = Authenticator::on(Some(tokens.clone()), None);
+    let mut on = Side::up(cfg, Some(&admin), Some(&agent)).await;
+    for i in 0..SAMPLES + 200 {
+        // Each goes first every other round, so neither always finds the other's leftovers.
+        let keep = i >= 200;
+        if i % 2 == 0 {
+            off.round(keep).await;
+            on.round(keep).await;
+        } else {
+            on.round(keep).await;
+            off.round(keep).await;
+        }
+    }
+    let secret = agent.trim_start_matches("Bearer ");
+    let mut t_verify = Vec::new();
+    for _ in 0..SAMPLES {
+        let t = Instant::now();
+        tokens.verify(secret).await.unwrap();
+        t_verify.push(t.elapsed());
+    }
+    for (what, off_t, on_t) in [
+        ("read_file", &off.read, &on.read),
+        ("dice.roll", &off.dice, &on.dice),
+    ] {
+        let (off_m, on_m) = (median(off_t.clone()), median(on_t.clone()));
+        let ratio = on_m.as_secs_f64() / off_m.as_secs_f64();
+        println!(
+            "ExecuteToolCalls {what} p50 with an agent token {on_m:?}, auth off {off_m:?}: {ratio:.3}× (target ≤ 1.05) {}",
+            if ratio <= 1.05 { "ok" } else { "MISSED" }
+        );
+    }
+    println!(
+        "of which: TokenStore::verify of that token alone p50 {:?}",
+        median(t_verify)
+    );
+    off.plane.shutdown().await;
+    on.plane.shutdown().await;
+}
