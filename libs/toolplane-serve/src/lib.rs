@@ -369,13 +369,11 @@ impl Serving {
         listener: TcpListener,
         router: axum::Router,
     ) -> Result<SocketAddr, ServeError> {
-        let router = router
-            .layer(self.auth.clone())
-            .layer(CatchPanicLayer::new(
-                self.service,
-                Protocol::Http,
-                &self.registry,
-            ));
+        let router = router.layer(self.auth.clone()).layer(CatchPanicLayer::new(
+            self.service,
+            Protocol::Http,
+            &self.registry,
+        ));
         let port = HttpPort::start(self.service, listener, router)?;
         let addr = port.addr;
         self.http = Some(port);

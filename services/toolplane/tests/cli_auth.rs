@@ -77,7 +77,14 @@ fn a_token_made_with_the_cli_is_accepted_at_once_and_refused_once_revoked() {
     let mut up = Up::start(&["--auth"]);
     up.wait_for_line("admin token written to", std::time::Duration::from_secs(10));
     let created = up
-        .cli(&["token", "create", "--role", "reader", "--name", "dashboards"])
+        .cli(&[
+            "token",
+            "create",
+            "--role",
+            "reader",
+            "--name",
+            "dashboards",
+        ])
         .ok();
     let secret = created.stdout.trim().to_owned();
     assert!(secret.starts_with("tp_"), "{secret}");
