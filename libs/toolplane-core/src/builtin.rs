@@ -30,12 +30,13 @@ pub const WORKSPACE_WRITE_FILE: &str = "workspace.write_file";
 pub const WORKSPACE_APPLY_PATCH: &str = "workspace.apply_patch";
 pub const WORKSPACE_COMMIT: &str = "workspace.commit";
 pub const WORKSPACE_FINISH: &str = "workspace.finish";
+pub const TOOLS_SEARCH: &str = "tools.search";
 
 /// Which service executes a builtin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BuiltinExecutor {
     /// The runtime itself: `agent.*`, `task.return`, `workspace.commit`, `workspace.finish`,
-    /// `dice.roll`.
+    /// `dice.roll`, `tools.search`.
     RuntimeControl,
     /// The workspace service: the other `workspace.*`, `chat.*`, `skill.*`, `worldinfo.*`.
     Workspace,
@@ -45,7 +46,9 @@ pub enum BuiltinExecutor {
 pub fn executor_of(native: &str) -> Option<BuiltinExecutor> {
     match native {
         AGENT_LIST | AGENT_DELEGATE | AGENT_HANDOFF | AGENT_AWAIT | TASK_RETURN
-        | WORKSPACE_COMMIT | WORKSPACE_FINISH | DICE_ROLL => Some(BuiltinExecutor::RuntimeControl),
+        | WORKSPACE_COMMIT | WORKSPACE_FINISH | DICE_ROLL | TOOLS_SEARCH => {
+            Some(BuiltinExecutor::RuntimeControl)
+        }
         CHAT_SEARCH
         | CHAT_READ_MESSAGES
         | WORLDINFO_READ_ACTIVATED
@@ -61,9 +64,10 @@ pub fn executor_of(native: &str) -> Option<BuiltinExecutor> {
     }
 }
 
-/// Tools the runtime injects itself and no profile may allow.
+/// Tools the runtime injects itself and no profile may allow: `task.return` into a return-mode
+/// child, `tools.search` into an invocation whose profile turns tool search on.
 pub fn is_runtime_only(id: &ToolId) -> bool {
-    id.is_builtin(TASK_RETURN)
+    id.is_builtin(TASK_RETURN) || id.is_builtin(TOOLS_SEARCH)
 }
 
 /// Tools that end an invocation's tool work: they must be the last call of their turn.
@@ -351,6 +355,16 @@ fn specs() -> Vec<Spec> {
             }, "required": ["summary"], "additionalProperties": false}),
             read_only: false,
         },
+        Spec {
+            name: TOOLS_SEARCH,
+            title: "Find more tools",
+            description: "Search the tools you may use but have not been shown yet. Describe the task in a few words; the best matches are listed with what they do, and you can call them from your next turn on.",
+            schema: json!({"type": "object", "properties": {
+                "query": {"type": "string", "maxLength": 1024, "description": "What you want to do, e.g. \"open an issue on GitHub\"."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 20, "description": "Most tools to return (default 5)."}
+            }, "required": ["query"], "additionalProperties": false}),
+            read_only: true,
+        },
     ]
 }
 
@@ -367,7 +381,7 @@ mod tests {
             specs.len(),
             "every spec builds a valid descriptor"
         );
-        assert_eq!(descriptors.len(), 19);
+        assert_eq!(descriptors.len(), 20);
         for d in &descriptors {
             assert!(executor_of(d.id().native()).is_some(), "{}", d.id());
             assert!(d.title().is_some());
@@ -398,6 +412,7 @@ mod tests {
                     "task",
                     "worldinfo",
                     "dice",
+                    "tools",
                 ] {
                     if let Some(rest) = word.strip_prefix(&format!("{family}_")) {
                         let name = format!("{family}.{rest}");
@@ -420,7 +435,7 @@ mod tests {
     #[test]
     fn classification() {
         let id = |n: &str| ToolId::builtin(n).unwrap();
-        assert!(is_runtime_only(&id(TASK_RETURN)));
+        assert!(is_runtime_only(&id(TASK_RETURN)) && is_runtime_only(&id(TOOLS_SEARCH)));
         assert!(!is_runtime_only(&id(WORKSPACE_FINISH)));
         assert!(is_terminal(&id(AGENT_HANDOFF)) && is_terminal(&id(WORKSPACE_FINISH)));
         assert!(removed_for_return_child(&id(WORKSPACE_COMMIT)));

@@ -33,6 +33,7 @@ pub mod run_budget;
 pub mod schema;
 pub mod selector;
 pub mod snapshot;
+pub mod tool_search;
 pub mod turn;
 
 pub use alias::ModelAlias;

@@ -99,6 +99,35 @@ pub struct ToolPolicy {
     /// The cycle detector's thresholds; absent keys keep the defaults.
     #[serde(default, skip_serializing_if = "CycleThresholds::is_default")]
     pub cycle: CycleThresholds,
+    /// Tool search: advertise only a core set and `tools.search`; tools the model finds are
+    /// advertised from its next turn on. Absent: every allowed tool is advertised every turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<ToolSearchPolicy>,
+}
+
+/// How an invocation advertises a large tool set (docs/catalog.md, "Tool search"). The snapshot
+/// still holds every allowed tool and the gate is unchanged: a tool not yet advertised is refused
+/// like any tool the turn did not advertise.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolSearchPolicy {
+    /// Selectors of the tools advertised from the first turn (terminal tools always are).
+    #[serde(default)]
+    pub core: Vec<ToolSelector>,
+    /// Most tools one search returns when the model asks for no number.
+    #[serde(default = "default_search_results")]
+    pub max_results: u32,
+    /// Most tools searches may add to an invocation's advertised set.
+    #[serde(default = "default_search_found")]
+    pub max_found: u32,
+}
+
+fn default_search_results() -> u32 {
+    5
+}
+
+fn default_search_found() -> u32 {
+    64
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -335,7 +364,7 @@ impl Profile {
                 return Err(CoreError::new(
                     PROFILE_RUNTIME_ONLY_TOOL,
                     format!(
-                        "`{id}` is injected by the runtime for return-mode children and cannot be allowed in a profile"
+                        "`{id}` is injected by the runtime (return-mode children, tool search) and cannot be allowed in a profile"
                     ),
                 ));
             }
@@ -355,6 +384,19 @@ impl Profile {
             limit("tools.maxCallsPerTool", n, 10_000)?;
         }
         t.cycle.validate()?;
+        if let Some(search) = &t.search {
+            if search.core.len() > MAX_SELECTORS {
+                return Err(CoreError::new(
+                    PROFILE_INVALID_LIMIT,
+                    format!(
+                        "tools.search.core has {} selectors, over {MAX_SELECTORS}",
+                        search.core.len()
+                    ),
+                ));
+            }
+            limit("tools.search.maxResults", search.max_results, 20)?;
+            limit("tools.search.maxFound", search.max_found, 1_000)?;
+        }
         self.run_budget
             .validate("runBudget")
             .map_err(|why| CoreError::new(PROFILE_INVALID_LIMIT, why))?;

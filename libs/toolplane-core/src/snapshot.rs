@@ -121,6 +121,22 @@ pub struct InvocationToolSnapshot {
     pub denied_call_mode: DeniedCallMode,
     pub workspace: WorkspaceRoots,
     pub omitted: Vec<OmittedTool>,
+    /// Tool search: the tools advertised from the first turn; the others wait to be found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<SnapshotSearch>,
+}
+
+/// The tool-search plan of a snapshot whose profile turns search on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotSearch {
+    /// Advertised from the first turn: the profile's core selectors, the terminal tools,
+    /// `tools.search` and `task.return`; in binding order.
+    pub core: Vec<ToolId>,
+    /// Most tools one search returns by default.
+    pub max_results: u32,
+    /// Most tools searches may add to the advertised set.
+    pub max_found: u32,
 }
 
 /// Everything the compiler reads.
@@ -225,10 +241,20 @@ impl InvocationToolSnapshot {
             None
         };
 
+        let search_tool = match &profile.tools.search {
+            Some(_) => Some(builtin::descriptor(builtin::TOOLS_SEARCH).ok_or_else(|| {
+                CoreError::new(
+                    TOOL_INVALID_DESCRIPTOR,
+                    "the tools.search descriptor is missing",
+                )
+            })?),
+            None => None,
+        };
         let alias_input = chosen
             .iter()
             .map(|(e, _)| (e.id(), e.origin().server_name()))
-            .chain(task_return.iter().map(|d| (d.id(), None)));
+            .chain(task_return.iter().map(|d| (d.id(), None)))
+            .chain(search_tool.iter().map(|d| (d.id(), None)));
         let aliases = alias::assign(alias_input);
 
         let mut bindings = Vec::with_capacity(aliases.len());
@@ -270,9 +296,14 @@ impl InvocationToolSnapshot {
                 descriptor,
             });
         }
-        if let (Some(d), Some(alias)) = (task_return, aliases.next()) {
+        for d in task_return.into_iter().chain(search_tool) {
+            let Some(alias) = aliases.next() else { break };
             bindings.push(ToolBinding {
-                category: Category::Action,
+                category: if d.id().is_builtin(builtin::TOOLS_SEARCH) {
+                    Category::Exploration
+                } else {
+                    Category::Action
+                },
                 progress_aware: false,
                 alias,
                 source: ToolSource::Builtin,
@@ -283,6 +314,23 @@ impl InvocationToolSnapshot {
                 descriptor: Arc::new(d.clone()),
             });
         }
+        let search = profile.tools.search.as_ref().map(|plan| SnapshotSearch {
+            core: bindings
+                .iter()
+                .map(ToolBinding::tool_id)
+                .filter(|id| {
+                    builtin::is_terminal(id)
+                        || builtin::is_runtime_only(id)
+                        || chosen
+                            .iter()
+                            .find(|(e, _)| e.id() == *id)
+                            .is_some_and(|(e, _)| plan.core.iter().any(|sel| sel.matches(e)))
+                })
+                .cloned()
+                .collect(),
+            max_results: plan.max_results,
+            max_found: plan.max_found,
+        });
 
         let w = &profile.workspace;
         Ok(InvocationToolSnapshot {
@@ -303,6 +351,7 @@ impl InvocationToolSnapshot {
                 message_artifact_root: w.message_artifact_root.clone(),
             },
             omitted,
+            search,
         })
     }
 

@@ -53,6 +53,10 @@ pub enum ToolChoice {
 pub struct TurnTool {
     pub tool_id: ToolId,
     pub alias: ModelAlias,
+    /// Why a tool outside the snapshot's search core is advertised: the turn whose
+    /// `tools.search` found it. Absent for every tool when the profile has no tool search.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub found_in_turn: Option<u32>,
 }
 
 /// A tool as a provider adapter advertises it: alias, description and schema.
@@ -131,6 +135,39 @@ impl ToolTurnContract {
             .map(|b| TurnTool {
                 tool_id: b.tool_id().clone(),
                 alias: b.alias.clone(),
+                found_in_turn: None,
+            })
+            .collect();
+        ToolTurnContract::build(snapshot.invocation_id.clone(), turn, choice, tools)
+    }
+
+    /// The contract of a turn: every binding of the snapshot, or, when the snapshot has a
+    /// tool-search plan, its core and the tools searches found (each with the turn that found
+    /// it), in binding order. Found ids the snapshot does not hold are ignored.
+    pub fn advertised(
+        snapshot: &InvocationToolSnapshot,
+        turn: u32,
+        choice: ToolChoice,
+        found: &[(ToolId, u32)],
+    ) -> Result<Self, CoreError> {
+        let Some(search) = &snapshot.search else {
+            return ToolTurnContract::all(snapshot, turn, choice);
+        };
+        let tools = snapshot
+            .bindings
+            .iter()
+            .filter_map(|b| {
+                let id = b.tool_id();
+                let found_in_turn = if search.core.contains(id) {
+                    None
+                } else {
+                    Some(found.iter().find(|(f, _)| f == id)?.1)
+                };
+                Some(TurnTool {
+                    tool_id: id.clone(),
+                    alias: b.alias.clone(),
+                    found_in_turn,
+                })
             })
             .collect();
         ToolTurnContract::build(snapshot.invocation_id.clone(), turn, choice, tools)
@@ -154,6 +191,7 @@ impl ToolTurnContract {
             tools.push(TurnTool {
                 tool_id: id.clone(),
                 alias: b.alias.clone(),
+                found_in_turn: None,
             });
         }
         ToolTurnContract::build(snapshot.invocation_id.clone(), turn, choice, tools)
