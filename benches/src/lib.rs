@@ -7,6 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod tool_search;
+
 /// Where criterion writes its results: `<workspace>/target/criterion`.
 pub fn criterion_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -155,6 +155,8 @@ impl Runtime {
             failure: None,
             ended_ms: 0,
             returned: None,
+            found: Vec::new(),
+            search_index: None,
         };
         let inv = Arc::new(Invocation::new(
             invocation_id.clone(),
@@ -436,7 +438,7 @@ fn compile(
         exit_policy: exit,
         catalog: &r.catalog,
     })?;
-    let turn = ToolTurnContract::all(&snapshot, 1, choice)?;
+    let turn = ToolTurnContract::advertised(&snapshot, 1, choice, &[])?;
     let tools_json = Value::Object(toolplane_model::encode_tools(format, &turn, &snapshot)?);
     Ok(Compiled {
         snapshot,

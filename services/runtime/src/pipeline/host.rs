@@ -392,7 +392,8 @@ fn checked_choice(
         RuntimeError::invalid(format!("next_tool_choice: {}", e.message))
     };
     let turn =
-        ToolTurnContract::all(&inner.snapshot, inner.round, choice.clone()).map_err(invalid)?;
+        ToolTurnContract::advertised(&inner.snapshot, inner.round, choice.clone(), &inner.found)
+            .map_err(invalid)?;
     toolplane_model::encode_tools(inner.format, &turn, &inner.snapshot).map_err(invalid)?;
     Ok(turn)
 }

@@ -106,7 +106,8 @@ impl Runtime {
         }
         inner.round += 1;
         let choice = inner.turn.choice().clone();
-        inner.turn = ToolTurnContract::all(&inner.snapshot, inner.round, choice)?;
+        inner.turn =
+            ToolTurnContract::advertised(&inner.snapshot, inner.round, choice, &inner.found)?;
         Ok(ended(InvocationStatus::Open, None))
     }
 

@@ -172,7 +172,8 @@ pub async fn drive_invocation(
             history.push(user_message(format, &nudge));
             inner.round += 1;
             let choice = inner.turn.choice().clone();
-            inner.turn = ToolTurnContract::all(&inner.snapshot, inner.round, choice)?;
+            inner.turn =
+                ToolTurnContract::advertised(&inner.snapshot, inner.round, choice, &inner.found)?;
             continue;
         }
 

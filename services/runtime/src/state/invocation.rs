@@ -9,8 +9,10 @@ use serde::{Deserialize, Serialize};
 use toolplane_core::Profile;
 use toolplane_core::cycle::CycleDetector;
 use toolplane_core::gate::ToolRequestGate;
+use toolplane_core::id::ToolId;
 use toolplane_core::schema::SnapshotSchemas;
 use toolplane_core::snapshot::InvocationToolSnapshot;
+use toolplane_core::tool_search::SnapshotToolSearch;
 use toolplane_core::turn::ToolTurnContract;
 use toolplane_model::ProviderFormat;
 
@@ -48,6 +50,10 @@ pub struct InvocationInner {
     pub ended_ms: i64,
     /// What a delegated child handed back with `task.return`.
     pub returned: Option<TaskResult>,
+    /// Tools `tools.search` found, with the round that found them: advertised from the next turn.
+    pub found: Vec<(ToolId, u32)>,
+    /// The snapshot's search index, built on the first search.
+    pub search_index: Option<Arc<SnapshotToolSearch>>,
 }
 
 #[derive(Debug)]

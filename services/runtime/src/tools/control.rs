@@ -1,5 +1,6 @@
 //! Runtime-control tools, executed by the runtime itself: `dice.roll`, `workspace.commit`,
-//! `workspace.finish`, and the agent tools (`agent.*`, `task.return`, in `agents`).
+//! `workspace.finish`, the agent tools (`agent.*`, `task.return`, in `agents`) and `tools.search`
+//! (in `search`).
 //!
 //! `workspace.commit` reads nothing itself: the workspace service publishes the file into the chat
 //! store. `workspace.finish` enforces the foreground commit rule and marks the invocation
@@ -39,6 +40,7 @@ pub async fn execute(
         builtin::AGENT_DELEGATE => agents::delegate(rt, inv, inner, call, args).await,
         builtin::AGENT_AWAIT => agents::wait(rt, inv, call, args).await,
         builtin::AGENT_HANDOFF => agents::handoff(rt, inv, inner, call, args).await,
+        builtin::TOOLS_SEARCH => Ok(super::search::search(inv, inner, call, args)),
         other => Err(RuntimeError::new(
             codes::TOOL_RESULT_IDENTITY_MISMATCH,
             format!("`{other}` is not a runtime-control tool"),

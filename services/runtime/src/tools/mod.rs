@@ -8,6 +8,7 @@
 pub mod agents;
 pub mod control;
 pub mod executors;
+pub mod search;
 
 use serde_json::{Map, Value};
 use toolplane_core::error as codes;
