@@ -65,7 +65,8 @@ impl SnapshotToolSearch {
         limit: usize,
         skip: impl Fn(&ToolId) -> bool,
     ) -> Result<Vec<FoundTool>, QueryError> {
-        let hits = self.index.search(query, self.ids.len())?;
+        let skipped = self.ids.iter().filter(|id| skip(id)).count();
+        let hits = self.index.search(query, limit.saturating_add(skipped))?;
         Ok(hits
             .into_iter()
             .filter_map(|hit| {

@@ -83,6 +83,8 @@ pub struct ToolIndex {
     tools: usize,
     k1: f32,
     stemmer: Stemmer,
+    /// [`SYNONYMS`], stemmed once.
+    synonyms: Vec<Vec<String>>,
 }
 
 struct Posting {
@@ -177,6 +179,10 @@ impl ToolIndex {
             postings,
             tools: n,
             k1: weights.k1,
+            synonyms: SYNONYMS
+                .iter()
+                .map(|group| group.iter().map(|w| stemmer.stem(w).into_owned()).collect())
+                .collect(),
             stemmer,
         }
     }
@@ -206,7 +212,7 @@ impl ToolIndex {
         }
         let originals: Vec<String> = terms.iter().map(|(w, _)| w.clone()).collect();
         for word in &originals {
-            for synonym in synonyms(word, &self.stemmer) {
+            for synonym in synonyms(word, &self.synonyms) {
                 add_term(&mut terms, synonym, SYNONYM_WEIGHT);
             }
         }
@@ -291,12 +297,11 @@ const SYNONYMS: &[&[&str]] = &[
     &["customer", "client"],
 ];
 
-fn synonyms(word: &str, stemmer: &Stemmer) -> Vec<String> {
+fn synonyms(word: &str, groups: &[Vec<String>]) -> Vec<String> {
     let mut out = Vec::new();
-    for group in SYNONYMS {
-        let stems: Vec<String> = group.iter().map(|w| stemmer.stem(w).into_owned()).collect();
+    for stems in groups {
         if stems.iter().any(|s| s == word) {
-            out.extend(stems.into_iter().filter(|s| s != word));
+            out.extend(stems.iter().filter(|s| *s != word).cloned());
         }
     }
     out
