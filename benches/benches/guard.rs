@@ -93,6 +93,60 @@ fn rules() -> HardlineRules {
     .unwrap()
 }
 
+/// Governance split into its parts, each a rule set holding only that part of [`rules`]: the
+/// sandbox and zone alone (no Hardline rules), the argument patterns alone, the never-path globs
+/// alone, and those globs without the ones that can match an absolute path (so relative
+/// candidates are not also matched against the working directory).
+fn split(c: &mut Criterion, ctx: &GovernanceContext<'_>, tool: &ToolId, args: &Map<String, Value>) {
+    let full = rules().spec().clone();
+    let parts = [
+        ("guard/part/sandbox_and_zone", HardlineSpec::default()),
+        (
+            "guard/part/argument_patterns",
+            HardlineSpec {
+                never_paths: vec![],
+                never_argument_fragments: full.never_argument_fragments.clone(),
+                rules: full
+                    .rules
+                    .iter()
+                    .map(|r| NamedRule {
+                        paths: vec![],
+                        ..r.clone()
+                    })
+                    .collect(),
+            },
+        ),
+        (
+            "guard/part/never_path_globs",
+            HardlineSpec {
+                never_paths: full.never_paths.clone(),
+                never_argument_fragments: vec![],
+                rules: full
+                    .rules
+                    .iter()
+                    .map(|r| NamedRule {
+                        argument_patterns: vec![],
+                        ..r.clone()
+                    })
+                    .collect(),
+            },
+        ),
+        (
+            "guard/part/relative_globs_only",
+            HardlineSpec {
+                never_paths: vec!["persist/secrets/**".into(), "src/secret/*.key".into()],
+                ..HardlineSpec::default()
+            },
+        ),
+    ];
+    for (name, spec) in parts {
+        let part = HardlineRules::compile(spec).unwrap();
+        c.bench_function(name, |b| {
+            b.iter(|| black_box(governance::check(&part, ctx, tool, black_box(args))))
+        });
+    }
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -147,6 +201,7 @@ fn main() {
     c.bench_function("guard/governance_1kib", |b| {
         b.iter(|| black_box(governance::check(&rules, &ctx, &tool, black_box(&args))))
     });
+    split(&mut c, &ctx, &tool, &args);
     c.bench_function("guard/schema_and_governance_1kib", |b| {
         b.iter(|| {
             let checked = check.check(black_box(&value));

@@ -223,6 +223,12 @@ codes! {
         "a runtime request is missing a field or has a malformed one (run spec, provider format, epoch)");
     MODEL_CALL_FAILED = ("model.call_failed", System,
         "the model endpoint failed after its retries (timeouts, 429 and 5xx are retried with backoff); retryable");
+    MODEL_EGRESS_DENIED = ("model.egress_denied", PolicyDenied,
+        "a model endpoint's URL, an address its host resolves to, or a redirect it answers with is refused by the runtime's egress policy: the profile has no usable model, or the call fails");
+    RUNTIME_PATH_NOT_ALLOWED = ("runtime.path_not_allowed", PolicyDenied,
+        "a scripted model endpoint's script is not under the runtime's `script_roots`: the profile has no usable model");
+    WORKSPACE_COMMIT_FAILED = ("workspace.commit_failed", Recoverable,
+        "the workspace service refused `workspace.commit` without a code of its own");
 }
 
 /// The error type of the core: a stable code and a human-readable message.

@@ -32,6 +32,12 @@ use serde_json::{Map, Value};
 
 use crate::lexpath;
 
+mod prefilter;
+mod words;
+
+use prefilter::GlobPrefilter;
+use words::path_words;
+
 /// Most rules, globs or patterns one configuration may hold.
 pub const MAX_RULE_ENTRIES: usize = 1_000;
 /// Longest glob or pattern, in bytes.
@@ -80,6 +86,8 @@ pub struct HardlineRules {
 #[derive(Debug, Default)]
 struct Compiled {
     globs: GlobSet,
+    /// Rules a path form out cheaply when it holds none of the texts the globs require.
+    prefilter: GlobPrefilter,
     /// The rule name of each glob, by index in `globs`.
     glob_rules: Vec<(String, String)>,
     /// Whether some glob could match a path starting with `/`; when none can, relative paths are
@@ -209,6 +217,7 @@ impl HardlineRules {
         Ok(HardlineRules {
             compiled: Arc::new(Compiled {
                 globs: globs_set,
+                prefilter: GlobPrefilter::new(globs.iter().map(|(_, g)| g.as_str())),
                 globs_may_root: globs.iter().any(|(_, g)| may_root(g)),
                 glob_rules: globs,
                 patterns: regexes,
@@ -238,7 +247,7 @@ impl HardlineRules {
         if c.glob_rules.is_empty() && c.patterns.is_none() {
             return None;
         }
-        let mut strings = Vec::new();
+        let mut strings = Vec::with_capacity(32);
         collect_object(args, scope, &mut strings);
         if let Some(set) = &c.patterns {
             for s in &strings {
@@ -271,24 +280,23 @@ impl HardlineRules {
 /// Matches path candidates against the never-path globs, building as few strings as it can: a
 /// candidate already in normal form (`lexpath::is_normal`, no `%`) is matched as written, and its
 /// absolutised form is built in one reused buffer from the working directory normalised once, and
-/// only when some glob could match an absolute path.
+/// only when some glob could match an absolute path. A form holding none of the texts the globs
+/// require (`prefilter`) is not matched against the glob set at all.
 struct PathMatcher<'a> {
     compiled: &'a Compiled,
     work_dir: &'a str,
-    /// The working directory normalised, when it is absolute (the quick absolutisation).
-    rooted_work_dir: Option<String>,
+    /// The working directory normalised, when it is absolute (the quick absolutisation); made
+    /// when the first relative reading is absolutised.
+    rooted_work_dir: Option<Option<String>>,
     buffer: String,
 }
 
 impl<'a> PathMatcher<'a> {
     fn new(compiled: &'a Compiled, work_dir: &'a str) -> Self {
-        let rooted_work_dir = (!work_dir.is_empty())
-            .then(|| lexpath::normalize(work_dir))
-            .filter(|w| w.starts_with('/'));
         PathMatcher {
             compiled,
             work_dir,
-            rooted_work_dir,
+            rooted_work_dir: None,
             buffer: String::new(),
         }
     }
@@ -313,7 +321,11 @@ impl<'a> PathMatcher<'a> {
         }
         let mut buffer = std::mem::take(&mut self.buffer);
         buffer.clear();
-        match &self.rooted_work_dir {
+        let work_dir = self.work_dir;
+        let rooted_work_dir = self.rooted_work_dir.get_or_insert_with(|| {
+            Some(lexpath::normalize(work_dir)).filter(|w| w.starts_with('/'))
+        });
+        match rooted_work_dir {
             // A normal relative reading without leading `..` appends to the normalised directory
             // as it is (what `absolutize` would make of it).
             Some(dir) if !reading.starts_with("..") => {
@@ -332,6 +344,9 @@ impl<'a> PathMatcher<'a> {
 
     fn form_violation(&self, candidate: &str, form: &str) -> Option<Violation> {
         let c = self.compiled;
+        if !c.prefilter.may_match(form) {
+            return None;
+        }
         let form = Candidate::new(form);
         if !c.globs.is_match_candidate(&form) {
             return None;
@@ -390,29 +405,6 @@ fn may_root(g: &str) -> bool {
 
 pub(crate) fn is_path_key(key: &str) -> bool {
     PATH_KEYS.iter().any(|k| k.eq_ignore_ascii_case(key))
-}
-
-/// The path candidates in one string: the string itself and, for tools whose arguments toolplane
-/// cannot read, each word of it that looks like a path.
-fn path_words(s: &str, scope: PathScope) -> Vec<&str> {
-    let mut out = vec![s];
-    if scope == PathScope::Everything {
-        let separators = |c: char| {
-            c.is_whitespace()
-                || matches!(
-                    c,
-                    ';' | '|' | '&' | '<' | '>' | '(' | ')' | '\'' | '"' | '`' | '=' | ','
-                )
-        };
-        out.extend(
-            s.split(separators)
-                .filter(|w| !w.is_empty() && *w != s)
-                .filter(|w| {
-                    w.contains('/') || w.contains('\\') || w.starts_with('~') || w.starts_with('.')
-                }),
-        );
-    }
-    out
 }
 
 #[cfg(test)]

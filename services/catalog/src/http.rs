@@ -17,6 +17,7 @@ use http::{HeaderValue, StatusCode, header};
 use toolplane_auth::Caller;
 use toolplane_core::catalog::ToolSource;
 use toolplane_core::category::Category;
+use toolplane_telemetry::metrics::Registry;
 
 use crate::cell::{ActorId, CellId, parse_segment};
 use crate::error::CatalogError;
@@ -36,8 +37,9 @@ const MAX_QUERY_STRING: usize = 64 * 1024;
 /// The response header carrying the next page's token.
 pub const NEXT_PAGE_HEADER: &str = "x-next-page-token";
 
-/// The HTTP routes over a catalog.
-pub fn router(catalog: Arc<Catalog>) -> Router {
+/// The HTTP routes over a catalog; `/metrics` also renders `registry` (the metrics the server
+/// itself keeps, such as `toolplane_handler_panics_total`).
+pub fn router(catalog: Arc<Catalog>, registry: Arc<Registry>) -> Router {
     Router::new()
         .route("/tools", get(tools))
         .route("/tools/descriptions", get(descriptions))
@@ -46,6 +48,7 @@ pub fn router(catalog: Arc<Catalog>) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
         .layer(axum::middleware::from_fn(trace))
+        .layer(Extension(registry))
         .with_state(catalog)
 }
 
@@ -381,8 +384,11 @@ async fn sources(
 }
 
 /// Prometheus text: tools per cell, source and usability; whether each source could be read;
-/// the cells in memory.
-async fn metrics(State(catalog): State<Arc<Catalog>>) -> Response {
+/// the cells in memory; then the server's own metrics.
+async fn metrics(
+    State(catalog): State<Arc<Catalog>>,
+    Extension(registry): Extension<Arc<Registry>>,
+) -> Response {
     use std::fmt::Write;
     let mut cells = catalog.known_cells();
     cells.sort_by(|a, b| a.id().cmp(b.id()));
@@ -423,6 +429,7 @@ async fn metrics(State(catalog): State<Arc<Catalog>>) -> Response {
         "# HELP toolplane_catalog_cells Cells the catalog keeps in memory.\n# TYPE toolplane_catalog_cells gauge\ntoolplane_catalog_cells {}",
         cells.len()
     );
+    out.push_str(&registry.render());
     (
         StatusCode::OK,
         [(

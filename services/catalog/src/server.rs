@@ -18,6 +18,7 @@ use toolplane_proto::v1::catalog_service_server::CatalogServiceServer;
 use toolplane_proto::v1::profile_service_server::ProfileServiceServer;
 use toolplane_serve::{MessageLimits, ServeOptions, Services, Serving};
 use toolplane_store::{FsStore, MemoryStore, Store, StoreExt, StoreOptions};
+use toolplane_telemetry::metrics::Registry;
 
 use crate::cell::CellId;
 use crate::config::{CatalogConfig, StoreConfig};
@@ -149,10 +150,18 @@ pub async fn start_unwarmed(
             },
         )
         .add_service(TokenGrpc::new(tokens).server());
+    // The server's own metrics (`toolplane_handler_panics_total`), rendered after the catalog's
+    // on its `/metrics`.
+    let registry = Arc::new(Registry::new());
+    toolplane_telemetry::metrics::export(&registry, "toolplane-catalog");
     let options = ServeOptions::new("catalog")
         .max_request_bytes(config.limits.max_request_bytes)
         .auth(auth)
-        .http(http_listener, crate::http::router(Arc::clone(&catalog)));
+        .registry(Arc::clone(&registry))
+        .http(
+            http_listener,
+            crate::http::router(Arc::clone(&catalog), registry),
+        );
     let serving = toolplane_serve::serve(grpc_listener, services, options)
         .await
         .map_err(|e| io("serve", e))?;

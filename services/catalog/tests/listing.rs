@@ -342,5 +342,10 @@ async fn health_and_reflection_answer() {
         "{metrics}"
     );
     assert!(metrics.contains("toolplane_catalog_cells 1\n"), "{metrics}");
+    // The counter every service's server keeps, on the catalog's hand-written page too.
+    assert!(
+        metrics.contains("# TYPE toolplane_handler_panics_total counter\n"),
+        "{metrics}"
+    );
     c.shutdown().await.unwrap();
 }

@@ -82,6 +82,10 @@ codes! {
         "the proxy's storage failed or holds a record it cannot read");
     MCP_SHUTTING_DOWN = ("mcp.shutting_down", System,
         "the proxy is shutting down and accepts no new calls");
+    MCP_INVALID_CONFIG = ("mcp.invalid_config", InvalidInput,
+        "the proxy's configuration file cannot be read or is invalid; the proxy does not start");
+    MCP_SERVE_FAILED = ("mcp.serve_failed", System,
+        "the proxy could not bind its addresses or its server failed while serving");
 }
 
 /// Codes from `toolplane-core` the proxy reports, with the classes core gives them (a test keeps

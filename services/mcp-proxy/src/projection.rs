@@ -125,16 +125,52 @@ pub fn project(result: &Value) -> Projection {
     }
 }
 
-/// Structured data as Markdown: a fenced, pretty-printed JSON block (scalars inline).
+/// Structured data as Markdown: a fenced, pretty-printed JSON block (scalars inline). Pretty
+/// printing indents every value by its depth, so deeply nested data (128 levels, the parser's
+/// limit) could print at a hundred times its size; where the pretty form would take more than
+/// twice the compact one plus 4 KiB, the compact form is shown instead, and the pretty form is
+/// never built past that bound.
 fn render_json(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Number(_) | Value::Bool(_) | Value::Null => v.to_string(),
         _ => {
-            let pretty = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
-            format!("```json\n{pretty}\n```")
+            let compact = v.to_string();
+            let cap = compact.len().saturating_mul(2).saturating_add(PRETTY_SLACK);
+            let json = pretty_within(v, cap).unwrap_or(compact);
+            format!("```json\n{json}\n```")
         }
     }
+}
+
+/// Bytes the pretty form of structured content may take beyond twice its compact form.
+const PRETTY_SLACK: usize = 4096;
+
+/// `v` pretty-printed, or `None` when that takes more than `cap` bytes (never allocating past
+/// them).
+fn pretty_within(v: &Value, cap: usize) -> Option<String> {
+    struct Capped {
+        out: Vec<u8>,
+        cap: usize,
+    }
+    impl std::io::Write for Capped {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if buf.len() > self.cap.saturating_sub(self.out.len()) {
+                return Err(std::io::Error::other("over the cap"));
+            }
+            self.out.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut w = Capped {
+        out: Vec::new(),
+        cap,
+    };
+    serde_json::to_writer_pretty(&mut w, v).ok()?;
+    String::from_utf8(w.out).ok()
 }
 
 #[cfg(test)]
@@ -218,6 +254,28 @@ mod tests {
                 - Binary resource `file:///r.bin` (application/zip) is not shown.
                 - Resource link `x.md`: file:///x — the spec"#]],
         );
+    }
+
+    /// Deeply nested structured content is shown compact rather than indented at every level:
+    /// what the model gets stays within a small multiple of what the server sent.
+    #[test]
+    fn deeply_nested_details_print_within_twice_their_size() {
+        let mut nested = json!(vec![0; 20_000]);
+        for _ in 0..100 {
+            nested = json!([nested]);
+        }
+        let compact = nested.to_string();
+        let p = project(&json!({"structuredContent": {"rows": nested}}));
+        assert!(
+            p.content.len() < 2 * compact.len() + PRETTY_SLACK,
+            "{} bytes for {} sent",
+            p.content.len(),
+            compact.len()
+        );
+        assert!(p.content.contains(&compact), "shown compact");
+        // Shallow data is still pretty-printed.
+        let p = project(&json!({"structuredContent": {"rows": [1, 2]}}));
+        assert!(p.content.contains("\n    1,\n"), "{}", p.content);
     }
 
     #[test]

@@ -54,6 +54,16 @@ pub const CODES: &[(&str, &str, &str)] = &[
         "system",
         "reading a file or writing the output failed",
     ),
+    (
+        "plane.bind_failed",
+        "system",
+        "`toolplane up` could not bind a port (in use, or an address that cannot be bound); nothing starts",
+    ),
+    (
+        "plane.start_failed",
+        "system",
+        "`toolplane up` could not start a service (its storage could not be opened, or it failed while starting); the message names the service",
+    ),
 ];
 
 /// What went wrong, as the user sees it.

@@ -172,3 +172,19 @@ async fn each_service_counts_what_it_did() {
     );
     h.plane.shutdown().await;
 }
+
+/// Every service's `/metrics` — the catalog's hand-written page included — reports the handler
+/// panics its server caught, before any happened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_service_reports_handler_panics() {
+    let h = harness().await;
+    let [runtime, workspace, mcp] = h.plane.metrics_urls();
+    for base in [h.plane.catalog_http_url(), runtime, workspace, mcp] {
+        let (_, body) = scrape(&base).await;
+        assert!(
+            body.contains("# TYPE toolplane_handler_panics_total counter\n"),
+            "{base}:\n{body}"
+        );
+    }
+    h.plane.shutdown().await;
+}

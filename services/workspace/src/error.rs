@@ -252,6 +252,36 @@ pub const CODES: &[(&str, ErrorClass, &str)] = &[
         ErrorClass::System,
         "the storage under the service failed (INTERNAL)",
     ),
+    (
+        "skill.missing_description",
+        ErrorClass::Recoverable,
+        "warning of ImportSkill: SKILL.md's front matter has no description; the skill is imported",
+    ),
+    (
+        "skill.invalid_name",
+        ErrorClass::Recoverable,
+        "warning of ImportSkill: a file name in the skill folder is not UTF-8; the file is skipped",
+    ),
+    (
+        "skill.symlink_refused",
+        ErrorClass::Recoverable,
+        "warning of ImportSkill: a symlink in the skill folder is never followed; it is skipped",
+    ),
+    (
+        "skill.binary_skipped",
+        ErrorClass::Recoverable,
+        "warning of ImportSkill: a file is not UTF-8 text; it is skipped",
+    ),
+    (
+        "config.unreadable",
+        ErrorClass::InvalidInput,
+        "the service's configuration file cannot be read; the service does not start",
+    ),
+    (
+        "config.invalid",
+        ErrorClass::InvalidInput,
+        "the service's configuration (file or flags) is invalid; the service does not start",
+    ),
 ];
 
 /// Every failure of the workspace service. The `Display` text starts with the stable code.

@@ -320,32 +320,58 @@ fn read_folder(root: &Path, limits: &Limits) -> Result<Folder, WsError> {
                     limits.max_skill_files
                 )));
             }
-            let bytes = std::fs::read(entry.path())
+            // Never more than the text budget left (and one byte to see that it is over): a
+            // large file is not read whole to learn that it cannot be taken.
+            let budget = limits.max_skill_bytes.saturating_sub(total);
+            let bytes = read_at_most(&entry.path(), budget.saturating_add(1))
                 .map_err(|e| import_failed(format!("cannot read {rel}: {e}")))?;
-            match toolplane_text::check_text(&bytes) {
-                Ok(text) => {
-                    total += bytes.len() as u64;
-                    if total > limits.max_skill_bytes {
-                        return Err(import_failed(format!(
-                            "the skill's text files exceed {} bytes",
-                            limits.max_skill_bytes
-                        )));
-                    }
-                    files.insert(rel, text.to_owned());
-                }
-                Err(_) => {
-                    warnings.push(ImportWarning {
-                        code: "skill.binary_skipped",
-                        message: "not a utf-8 text file; skipped".into(),
-                        subject: rel.clone(),
-                    });
-                    skipped.push(rel);
-                }
+            let over_budget = bytes.len() as u64 > budget;
+            if shows_binary(&bytes, over_budget) {
+                warnings.push(ImportWarning {
+                    code: "skill.binary_skipped",
+                    message: "not a utf-8 text file; skipped".into(),
+                    subject: rel.clone(),
+                });
+                skipped.push(rel);
+                continue;
             }
+            if over_budget {
+                return Err(import_failed(format!(
+                    "the skill's text files exceed {} bytes",
+                    limits.max_skill_bytes
+                )));
+            }
+            total += bytes.len() as u64;
+            let text = String::from_utf8(bytes)
+                .map_err(|_| import_failed(format!("{rel} changed while it was read")))?;
+            files.insert(rel, text);
         }
     }
     skipped.sort();
     Ok((files, skipped, warnings))
+}
+
+/// The first `limit` bytes of the file at `path` (all of it when shorter).
+fn read_at_most(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(limit)
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Whether `bytes` — a whole file, or its first bytes when `cut` — show that the file is not
+/// text: a NUL byte, or bytes that are not UTF-8 (a character cut by the end of a prefix does not
+/// count).
+fn shows_binary(bytes: &[u8], cut: bool) -> bool {
+    if bytes.contains(&0) {
+        return true;
+    }
+    match std::str::from_utf8(bytes) {
+        Ok(_) => false,
+        Err(e) => !cut || e.error_len().is_some(),
+    }
 }
 
 #[cfg(test)]
@@ -393,6 +419,47 @@ mod tests {
                 err.to_string().starts_with("skill.path_not_allowed: "),
                 "{bad:?}: {err}"
             );
+        }
+    }
+
+    /// A file larger than the text budget is never read whole: a huge binary file is skipped
+    /// (the import goes on), a huge text file refuses the import.
+    #[tokio::test]
+    async fn a_huge_file_is_judged_from_its_first_bytes() {
+        let root = tempfile::tempdir().unwrap();
+        let skill = root.path().join("skill");
+        std::fs::create_dir_all(&skill).unwrap();
+        std::fs::write(
+            skill.join("SKILL.md"),
+            "---\nname: s\ndescription: d\n---\nbody\n",
+        )
+        .unwrap();
+        // A sparse terabyte of NUL bytes: reading it whole cannot even be attempted.
+        let weights = std::fs::File::create(skill.join("weights.bin")).unwrap();
+        weights.set_len(1 << 40).unwrap();
+        let limits = Limits {
+            max_skill_bytes: 4096,
+            ..Limits::default()
+        };
+        let store: Arc<dyn Store> = Arc::new(toolplane_store::MemoryStore::new(Default::default()));
+        let skills = Skills::new(store, limits);
+        let path = skill.to_string_lossy().into_owned();
+        skills.import("default", &path, "", false).await.unwrap();
+        let (files, skipped, warnings) = read_folder(&skill, &skills_limits(4096)).unwrap();
+        assert_eq!(files.keys().collect::<Vec<_>>(), ["SKILL.md"]);
+        assert_eq!(skipped, ["weights.bin"]);
+        assert!(warnings.iter().any(|w| w.code == "skill.binary_skipped"));
+        std::fs::write(skill.join("long.md"), "é".repeat(3000)).unwrap();
+        let err = read_folder(&skill, &skills_limits(4096)).unwrap_err();
+        assert!(err.to_string().contains("exceed 4096 bytes"), "{err}");
+        assert!(!shows_binary("é".as_bytes().get(..1).unwrap(), true));
+        assert!(shows_binary("é".as_bytes().get(..1).unwrap(), false));
+    }
+
+    fn skills_limits(max_skill_bytes: u64) -> Limits {
+        Limits {
+            max_skill_bytes,
+            ..Limits::default()
         }
     }
 
