@@ -9,9 +9,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
-use std::time::Duration;
 
-use criterion::{BatchSize, Criterion};
+use criterion::BatchSize;
 use serde_json::json;
 use toolplane_bench::{Ratio, report};
 use toolplane_core::Profile;
@@ -24,7 +23,6 @@ use toolplane_core::policy::PolicyLayers;
 use toolplane_core::snapshot::{CompileRequest, ExitPolicy, InvocationToolSnapshot};
 use toolplane_core::turn::{CallIdPolicy, RawArguments, RawToolCall, ToolChoice, ToolTurnContract};
 use toolplane_model::ProviderFormat;
-use toolplane_proto::testing::v1::EchoRequest;
 
 /// 19 builtins plus 50 MCP servers of 100 tools each (plus one external host): 5,019 tools.
 fn catalog() -> ToolCatalog {
@@ -98,22 +96,9 @@ fn main() {
         {"id": "call_abc123", "type": "function", "function": {"name": alias, "arguments": "{\"q\":\"weather in Paris\",\"n\":3}"}}
     ]});
 
-    let mut c = Criterion::default()
-        .output_directory(&toolplane_bench::criterion_dir())
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3))
-        .configure_from_args();
+    let mut c = toolplane_bench::criterion();
 
-    c.bench_function("baseline/tonic_echo", |b| {
-        b.iter(|| {
-            let reply = rt
-                .block_on(client.echo(EchoRequest {
-                    payload: vec![7u8; 64],
-                }))
-                .unwrap();
-            black_box(reply)
-        })
-    });
+    toolplane_bench::bench_echo(&mut c, &rt, &mut client);
     c.bench_function("core/compile_200_of_5000", |b| {
         b.iter_with_large_drop(|| black_box(compile()))
     });

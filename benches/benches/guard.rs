@@ -10,7 +10,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
-use std::time::Duration;
 
 use criterion::Criterion;
 use serde_json::{Map, Value, json};
@@ -19,7 +18,6 @@ use toolplane_core::governance::{self, GovernanceContext};
 use toolplane_core::hardline::{HardlineRules, HardlineSpec, NamedRule};
 use toolplane_core::id::ToolId;
 use toolplane_core::schema::SchemaCheck;
-use toolplane_proto::testing::v1::EchoRequest;
 
 /// A tool's input schema: typed fields, a pattern, an enum, nested objects and arrays.
 fn schema() -> Value {
@@ -179,22 +177,9 @@ fn main() {
     check.check(&value).unwrap();
     governance::check(&rules, &ctx, &tool, &args).unwrap();
 
-    let mut c = Criterion::default()
-        .output_directory(&toolplane_bench::criterion_dir())
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3))
-        .configure_from_args();
+    let mut c = toolplane_bench::criterion();
 
-    c.bench_function("baseline/tonic_echo", |b| {
-        b.iter(|| {
-            let reply = rt
-                .block_on(client.echo(EchoRequest {
-                    payload: vec![7u8; 64],
-                }))
-                .unwrap();
-            black_box(reply)
-        })
-    });
+    toolplane_bench::bench_echo(&mut c, &rt, &mut client);
     c.bench_function("guard/schema_1kib", |b| {
         b.iter(|| black_box(check.check(black_box(&value))))
     });

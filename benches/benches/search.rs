@@ -10,9 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
-use std::time::Duration;
 
-use criterion::Criterion;
 use serde_json::{Map, Value, json};
 use toolplane_bench::tool_search::{catalog, labelled};
 use toolplane_bench::{Ratio, report};
@@ -25,7 +23,6 @@ use toolplane_core::snapshot::{CompileRequest, ExitPolicy, InvocationToolSnapsho
 use toolplane_core::tool_search::SnapshotToolSearch;
 use toolplane_core::turn::{ToolChoice, ToolTurnContract};
 use toolplane_model::ProviderFormat;
-use toolplane_proto::testing::v1::EchoRequest;
 
 /// The fixture as external tools, one host per service, each with an object schema of its
 /// parameters.
@@ -112,22 +109,9 @@ fn main() {
         request_bytes(&later, &searched),
     );
 
-    let mut c = Criterion::default()
-        .output_directory(&toolplane_bench::criterion_dir())
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3))
-        .configure_from_args();
+    let mut c = toolplane_bench::criterion();
 
-    c.bench_function("baseline/tonic_echo", |b| {
-        b.iter(|| {
-            let reply = rt
-                .block_on(client.echo(EchoRequest {
-                    payload: vec![7u8; 64],
-                }))
-                .unwrap();
-            black_box(reply)
-        })
-    });
+    toolplane_bench::bench_echo(&mut c, &rt, &mut client);
     let mut next = 0usize;
     c.bench_function("search/query_5000_tools", |b| {
         b.iter(|| {

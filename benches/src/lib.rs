@@ -5,7 +5,14 @@
 //! target an issue names. Absolute times differ between machines; the ratio is what is kept in
 //! `BENCHMARKS.md`.
 
+use std::hint::black_box;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use criterion::Criterion;
+use tonic::transport::Channel;
+use toolplane_proto::testing::v1::EchoRequest;
+use toolplane_proto::testing::v1::echo_service_client::EchoServiceClient;
 
 pub mod tool_search;
 
@@ -73,4 +80,35 @@ pub fn report(ratios: &[Ratio]) -> bool {
         }
     }
     ok
+}
+
+/// Criterion as every benchmark here runs it: results under [`criterion_dir`], 1 s of warm-up,
+/// 3 s of measurement, command-line filters honoured.
+pub fn criterion() -> Criterion {
+    Criterion::default()
+        .output_directory(&criterion_dir())
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .configure_from_args()
+}
+
+/// The baseline every ratio is taken against: `baseline/tonic_echo`, one unary echo of 64 bytes
+/// over loopback through `client`.
+// A failed echo makes every ratio meaningless: failing loudly is right here.
+#[allow(clippy::unwrap_used)]
+pub fn bench_echo(
+    c: &mut Criterion,
+    rt: &tokio::runtime::Runtime,
+    client: &mut EchoServiceClient<Channel>,
+) {
+    c.bench_function("baseline/tonic_echo", |b| {
+        b.iter(|| {
+            let reply = rt
+                .block_on(client.echo(EchoRequest {
+                    payload: vec![7u8; 64],
+                }))
+                .unwrap();
+            black_box(reply)
+        })
+    });
 }
