@@ -18,6 +18,7 @@
 
 mod authenticator;
 mod bootstrap;
+mod cache;
 mod error;
 mod jwt;
 mod layer;
@@ -29,6 +30,7 @@ pub use authenticator::{Authenticator, SERVICE_PRINCIPAL, bearer};
 pub use bootstrap::{
     ADMIN_TOKEN_FILE, BOOTSTRAP_TOKEN_NAME, admin_token_path, bootstrap_admin_token,
 };
+pub use cache::{DEFAULT_CACHE_CAPACITY, DEFAULT_CACHE_TTL};
 pub use error::{AuthError, CODES, Refusal};
 pub use jwt::{JwtConfig, JwtVerifier, RELOAD_CHECK_INTERVAL};
 pub use layer::{AuthBody, AuthLayer, AuthService};
