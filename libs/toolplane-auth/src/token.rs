@@ -251,6 +251,14 @@ impl TokenStore {
         }
     }
 
+    /// The listing of token `id`, or `None` when there is no such token.
+    pub async fn info(&self, id: &str) -> Result<Option<TokenInfo>, AuthError> {
+        let Some(key) = record_key(id) else {
+            return Ok(None);
+        };
+        Ok(self.read(&key).await?.map(|record| record.info()))
+    }
+
     /// Revokes a token; it is refused from then on, by this store and its clones at once (the
     /// verified-token cache forgets it), by other processes sharing the store once their cached
     /// entry ages out. Revoking a revoked token is a no-op.
