@@ -100,6 +100,8 @@ pub const RPC_ROLES: &[(&str, Requirement)] = &[
     ("/toolplane.v1.TokenService/CreateToken", ADMIN),
     ("/toolplane.v1.TokenService/ListTokens", ADMIN),
     ("/toolplane.v1.TokenService/RevokeToken", ADMIN),
+    // admin_audit.proto: the record of administrative changes is an admin's.
+    ("/toolplane.v1.AdminAuditService/ListAdminAudit", ADMIN),
     // gRPC health stays open for probes and load balancers.
     ("/grpc.health.v1.Health/Check", Open),
     ("/grpc.health.v1.Health/Watch", Open),

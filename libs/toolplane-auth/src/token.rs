@@ -7,16 +7,20 @@
 //! - `tokens/by-hash/<hex sha256>`: the token id, create-only, so `verify` is one lookup, not a
 //!   scan. A record is written before its hash entry: a crash between leaves a token that lists
 //!   but never verifies, never one that verifies without a record.
+//!
+//! A successful verification is remembered for a short time ([`crate::cache`], keyed by the
+//! secret's SHA-256, shared by every clone of the store); revoking through the store forgets it.
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use toolplane_store::{Key, Precondition, Store, StoreError};
 
+use crate::cache::{DEFAULT_CACHE_CAPACITY, DEFAULT_CACHE_TTL, Lookup, VerifiedCache};
 use crate::{AuthError, Caller, CallerKind, Role};
 
 /// Every toolplane token secret starts with this, so scanners and people recognise one.
@@ -129,15 +133,37 @@ impl TokenRecord {
     }
 }
 
-/// Tokens in a service's store (give it the service's namespaced view).
+/// Tokens in a service's store (give it the service's namespaced view). Clones share the store
+/// and the verified-token cache.
 #[derive(Clone, Debug)]
 pub struct TokenStore {
     store: Arc<dyn Store>,
+    cache: Arc<VerifiedCache>,
 }
 
 impl TokenStore {
+    /// Tokens in `store`, with the default verified-token cache: up to 10,000 entries, each
+    /// living at most one second.
     pub fn new(store: Arc<dyn Store>) -> TokenStore {
-        TokenStore { store }
+        TokenStore {
+            store,
+            cache: Arc::new(VerifiedCache::new(
+                DEFAULT_CACHE_TTL,
+                DEFAULT_CACHE_CAPACITY,
+            )),
+        }
+    }
+
+    /// The same tokens with a fresh verified-token cache whose entries live at most `ttl` and
+    /// which holds at most `capacity` of them (oldest evicted first); a zero `ttl` or `capacity`
+    /// turns the cache off, so every verification reads the store. Clones made before this call
+    /// keep the old cache.
+    #[must_use]
+    pub fn with_cache(self, ttl: Duration, capacity: usize) -> TokenStore {
+        TokenStore {
+            store: self.store,
+            cache: Arc::new(VerifiedCache::new(ttl, capacity)),
+        }
     }
 
     /// Creates a token and returns its secret, the only time the secret is ever available.
@@ -225,8 +251,26 @@ impl TokenStore {
         }
     }
 
-    /// Revokes a token; it is refused from then on. Revoking a revoked token is a no-op.
+    /// The listing of token `id`, or `None` when there is no such token.
+    pub async fn info(&self, id: &str) -> Result<Option<TokenInfo>, AuthError> {
+        let Some(key) = record_key(id) else {
+            return Ok(None);
+        };
+        Ok(self.read(&key).await?.map(|record| record.info()))
+    }
+
+    /// Revokes a token; it is refused from then on, by this store and its clones at once (the
+    /// verified-token cache forgets it), by other processes sharing the store once their cached
+    /// entry ages out. Revoking a revoked token is a no-op.
     pub async fn revoke(&self, id: &str) -> Result<TokenInfo, AuthError> {
+        let revoked = self.revoke_record(id).await;
+        if revoked.is_ok() {
+            self.cache.forget_token(id);
+        }
+        revoked
+    }
+
+    async fn revoke_record(&self, id: &str) -> Result<TokenInfo, AuthError> {
         let key = record_key(id).ok_or_else(|| not_found(id))?;
         for _ in 0..REVOKE_ATTEMPTS {
             let Some(object) = self.store.get(&key).await? else {
@@ -265,13 +309,30 @@ impl TokenStore {
     }
 
     /// The caller a secret stands for at `now_unix_ms`: unknown, revoked or expired secrets are
-    /// refused, with messages that never repeat the secret.
+    /// refused, with messages that never repeat the secret. A secret verified within the cache's
+    /// time is answered from the cache, its expiry checked against `now_unix_ms` again.
     pub async fn verify_at(&self, secret: &str, now_unix_ms: u64) -> Result<Caller, AuthError> {
         if !secret.starts_with(TOKEN_PREFIX) {
             return Err(AuthError::InvalidCredential);
         }
-        let hash = sha256_hex(secret);
-        let key = hash_key(&hash).map_err(|_| AuthError::InvalidCredential)?;
+        let digest: [u8; 32] = Sha256::digest(secret.as_bytes()).into();
+        let generation = match self.cache.lookup(&digest, now_unix_ms) {
+            Lookup::Hit(answer) => return answer,
+            Lookup::Miss { generation } => generation,
+        };
+        let (caller, expires_at_unix_ms) = self.verify_in_store(&hex(&digest), now_unix_ms).await?;
+        self.cache
+            .insert(digest, &caller, expires_at_unix_ms, generation);
+        Ok(caller)
+    }
+
+    /// [`TokenStore::verify_at`] against the store: the caller and the token's expiry.
+    async fn verify_in_store(
+        &self,
+        hash: &str,
+        now_unix_ms: u64,
+    ) -> Result<(Caller, Option<u64>), AuthError> {
+        let key = hash_key(hash).map_err(|_| AuthError::InvalidCredential)?;
         let Some(id) = self.store.get(&key).await? else {
             return Err(AuthError::InvalidCredential);
         };
@@ -296,12 +357,15 @@ impl TokenStore {
         {
             return Err(AuthError::Expired);
         }
-        Ok(Caller {
-            cell: record.cell,
-            role: record.role,
-            principal: record.id,
-            kind: CallerKind::Token,
-        })
+        Ok((
+            Caller {
+                cell: record.cell,
+                role: record.role,
+                principal: record.id,
+                kind: CallerKind::Token,
+            },
+            record.expires_at_unix_ms,
+        ))
     }
 
     async fn read(&self, key: &Key) -> Result<Option<TokenRecord>, AuthError> {
@@ -473,6 +537,99 @@ mod tests {
             tokens.verify(admin.secret.expose()).await.unwrap().role,
             Role::Admin
         );
+    }
+
+    /// Removes every hash entry, so that a verification that reads the store refuses every
+    /// token: whatever still verifies afterwards was answered by the cache.
+    async fn forget_hashes(store: &Arc<dyn Store>, secrets: &[&TokenSecret]) {
+        for secret in secrets {
+            let entry = hash_key(&sha256_hex(secret.expose())).unwrap();
+            store.delete(&entry, None).await.unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cached_token_revoked_is_refused_on_the_very_next_call() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        let tokens = TokenStore::new(Arc::clone(&store));
+        let administration = tokens.clone();
+        let created = tokens.create(new_token(Role::Agent, None)).await.unwrap();
+        let secret = created.secret.expose();
+        for _ in 0..3 {
+            assert_eq!(tokens.verify(secret).await.unwrap().role, Role::Agent);
+        }
+        administration.revoke(&created.info.id).await.unwrap();
+        assert!(matches!(
+            tokens.verify(secret).await,
+            Err(AuthError::Revoked)
+        ));
+    }
+
+    #[tokio::test]
+    async fn an_expired_token_is_refused_even_when_cached() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        let tokens = TokenStore::new(Arc::clone(&store));
+        let now = now_unix_ms();
+        let created = tokens
+            .create(new_token(Role::Reader, Some(now + 500)))
+            .await
+            .unwrap();
+        let secret = created.secret.expose();
+        assert!(tokens.verify_at(secret, now).await.is_ok());
+        forget_hashes(&store, &[&created.secret]).await;
+        assert!(tokens.verify_at(secret, now + 1).await.is_ok(), "cached");
+        assert!(matches!(
+            tokens.verify_at(secret, now + 500).await,
+            Err(AuthError::Expired)
+        ));
+    }
+
+    #[tokio::test]
+    async fn the_cache_holds_at_most_its_bound_oldest_first_out() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        let tokens = TokenStore::new(Arc::clone(&store)).with_cache(Duration::from_secs(60), 2);
+        let mut created = Vec::new();
+        for _ in 0..3 {
+            let token = tokens.create(new_token(Role::Agent, None)).await.unwrap();
+            tokens.verify(token.secret.expose()).await.unwrap();
+            created.push(token);
+        }
+        assert_eq!(tokens.cache.len(), 2);
+        let secrets: Vec<&TokenSecret> = created.iter().map(|t| &t.secret).collect();
+        forget_hashes(&store, &secrets).await;
+        assert!(matches!(
+            tokens.verify(created[0].secret.expose()).await,
+            Err(AuthError::InvalidCredential)
+        ));
+        for token in &created[1..] {
+            assert!(tokens.verify(token.secret.expose()).await.is_ok());
+        }
+    }
+
+    /// Another process sharing the store has its own cache: it sees a revocation once its entry
+    /// ages out, and with the cache off at once.
+    #[tokio::test]
+    async fn another_store_on_the_same_data_sees_a_revocation_after_the_ttl() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        let here = TokenStore::new(Arc::clone(&store));
+        let elsewhere =
+            TokenStore::new(Arc::clone(&store)).with_cache(Duration::from_millis(50), 10);
+        let uncached = TokenStore::new(Arc::clone(&store)).with_cache(Duration::ZERO, 10);
+        let created = here.create(new_token(Role::Agent, None)).await.unwrap();
+        let secret = created.secret.expose();
+        elsewhere.verify(secret).await.unwrap();
+        uncached.verify(secret).await.unwrap();
+        here.revoke(&created.info.id).await.unwrap();
+        assert!(elsewhere.verify(secret).await.is_ok(), "within the TTL");
+        assert!(matches!(
+            uncached.verify(secret).await,
+            Err(AuthError::Revoked)
+        ));
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        assert!(matches!(
+            elsewhere.verify(secret).await,
+            Err(AuthError::Revoked)
+        ));
     }
 
     #[tokio::test]

@@ -8,10 +8,11 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use toolplane_auth::{
-    Authenticator, JwtConfig, JwtVerifier, TokenSecret, TokenStore, admin_token_path,
-    bootstrap_admin_token,
+    Authenticator, DEFAULT_CACHE_CAPACITY, JwtConfig, JwtVerifier, TokenSecret, TokenStore,
+    admin_token_path, bootstrap_admin_token,
 };
 use toolplane_store::{FsStore, Store, StoreExt as _, StoreOptions};
 
@@ -89,6 +90,16 @@ pub struct AuthArgs {
         help_heading = "Authentication"
     )]
     pub auth_service_token_file: Option<PathBuf>,
+    /// How long, in milliseconds, a verified toolplane token is remembered (default 1000; 0
+    /// verifies every request against the token store). A revocation through this process is
+    /// seen at once; one made by another process sharing the token store, within this time.
+    #[arg(
+        long,
+        env = "TOOLPLANE_AUTH_TOKEN_CACHE_MS",
+        value_name = "MS",
+        help_heading = "Authentication"
+    )]
+    pub auth_token_cache_ms: Option<u64>,
 }
 
 /// The authentication a service starts with.
@@ -171,7 +182,10 @@ impl AuthArgs {
             .auth_tokens
             .clone()
             .unwrap_or_else(|| data_dir.join("auth"));
-        let tokens = open_token_store(&tokens_dir).await?;
+        let mut tokens = open_token_store(&tokens_dir).await?;
+        if let Some(ms) = self.auth_token_cache_ms {
+            tokens = tokens.with_cache(Duration::from_millis(ms), DEFAULT_CACHE_CAPACITY);
+        }
         let jwt = self.jwt()?;
         let mut authenticator = Authenticator::on(Some(tokens.clone()), jwt);
         if let Some(path) = &self.auth_service_token_file {

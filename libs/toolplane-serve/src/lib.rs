@@ -13,14 +13,17 @@
 //! Every gRPC service (health excepted, per the role table) and every HTTP route is served
 //! behind `toolplane-auth`'s [`toolplane_auth::AuthLayer`] with the options' [`Authenticator`]:
 //! off by default, when every request still carries a [`toolplane_auth::Caller`] (a default-cell
-//! admin) in its extensions. [`auth`] holds the flags that configure it (docs/auth.md).
+//! admin) in its extensions. [`auth`] holds the flags that configure it (docs/auth.md), and
+//! [`admin_audit`] the one admin audit read every service that makes administrative changes
+//! serves over its own record.
 //!
 //! A crate of its own rather than a module of `toolplane-telemetry`: serving needs the generated
 //! servers (`toolplane-proto`, for the message limits and reflection) and `tonic-health`, while
 //! telemetry is used by every crate that makes a gRPC call and knows no protobuf; keeping serving
-//! out of it keeps it so. This crate knows the wire contract's server types and names, never a
-//! service's messages or behaviour.
+//! out of it keeps it so. This crate knows the wire contract's server types and names (and the
+//! admin audit's read, the same on every service), never a service's messages or behaviour.
 
+pub mod admin_audit;
 pub mod auth;
 mod limits;
 mod panics;

@@ -4,8 +4,8 @@
 
 use toolplane_proto::testing::v1::echo_service_server;
 use toolplane_proto::v1::{
-    catalog_service_server, mcp_proxy_service_server, profile_service_server,
-    runtime_service_server, tool_executor_server, workspace_service_server,
+    admin_audit_service_server, catalog_service_server, mcp_proxy_service_server,
+    profile_service_server, runtime_service_server, tool_executor_server, workspace_service_server,
 };
 
 /// The largest gRPC message a server decodes and encodes; `None` keeps tonic's default (4 MiB
@@ -46,4 +46,5 @@ limit_messages!(
     mcp_proxy_service_server::McpProxyServiceServer<McpProxyService>,
     tool_executor_server::ToolExecutorServer<ToolExecutor>,
     echo_service_server::EchoServiceServer<EchoService>,
+    admin_audit_service_server::AdminAuditServiceServer<AdminAuditService>,
 );

@@ -2,15 +2,18 @@
 //!
 //! Thin: each handler parses its request into domain values (through `convert` and the id
 //! parsers), calls the catalog, and converts the answer back. Failures become statuses whose
-//! message starts with the code. No rule lives here that HTTP would need too.
+//! message starts with the code. No rule lives here that HTTP would need too. Every successful
+//! change of a host, profile or policy leaves an admin audit record (`crate::audit`).
 
 use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
+use toolplane_auth::AdminKind;
 use toolplane_proto::v1 as pb;
 use toolplane_proto::v1::catalog_service_server::CatalogService;
 use toolplane_proto::v1::profile_service_server::ProfileService;
 
+use crate::audit::{CatalogAudit, caller_of};
 use crate::cell::{ActorId, CellId, parse_segment};
 use crate::convert;
 use crate::error::{CatalogCode, CatalogError};
@@ -28,11 +31,22 @@ const MAX_PAGE: usize = 1000;
 #[derive(Debug, Clone)]
 pub struct CatalogGrpc {
     catalog: Arc<Catalog>,
+    audit: CatalogAudit,
 }
 
 impl CatalogGrpc {
     pub fn new(catalog: Arc<Catalog>) -> Self {
-        CatalogGrpc { catalog }
+        CatalogGrpc {
+            catalog,
+            audit: CatalogAudit::default(),
+        }
+    }
+
+    /// The same service, recording its admin changes in `audit`.
+    #[must_use]
+    pub fn with_audit(mut self, audit: CatalogAudit) -> Self {
+        self.audit = audit;
+        self
     }
 }
 
@@ -160,6 +174,7 @@ impl CatalogService for CatalogGrpc {
         &self,
         request: Request<pb::RegisterToolsRequest>,
     ) -> Result<Response<pb::RegisterToolsResponse>, Status> {
+        let caller = caller_of(&request);
         let r = crate::cells::scoped(request)?;
         let size = prost::Message::encoded_len(&r);
         let max = self.catalog.config.limits.max_registration_bytes;
@@ -197,7 +212,7 @@ impl CatalogService for CatalogGrpc {
         let (host, warnings) = self
             .catalog
             .register_host(RegisterHost {
-                cell,
+                cell: cell.clone(),
                 host_id,
                 display_name: r.display_name,
                 endpoint: convert::endpoint_from_proto(endpoint),
@@ -205,6 +220,21 @@ impl CatalogService for CatalogGrpc {
                 expected_generation: r.expected_generation,
             })
             .await?;
+        let summary = format!(
+            "external tool host registered: generation {}, {} tools",
+            host.generation,
+            host.tools.len()
+        );
+        self.audit
+            .record(
+                &caller,
+                AdminKind::Registration,
+                "RegisterTools",
+                cell.as_str(),
+                &host.host_id,
+                summary,
+            )
+            .await;
         Ok(Response::new(pb::RegisterToolsResponse {
             host: Some(convert::host_to_proto(&host)),
             warnings: warnings.iter().map(convert::diagnostic_to_proto).collect(),
@@ -215,12 +245,27 @@ impl CatalogService for CatalogGrpc {
         &self,
         request: Request<pb::DeregisterToolsRequest>,
     ) -> Result<Response<pb::DeregisterToolsResponse>, Status> {
+        let caller = caller_of(&request);
         let r = crate::cells::scoped(request)?;
         let cell = CellId::parse(&r.cell_id)?;
         let removed = self
             .catalog
             .deregister_host(&cell, &r.host_id, r.expected_generation)
             .await?;
+        let summary = format!(
+            "external tool host removed with {} tools",
+            removed.tools.len()
+        );
+        self.audit
+            .record(
+                &caller,
+                AdminKind::Registration,
+                "DeregisterTools",
+                cell.as_str(),
+                &r.host_id,
+                summary,
+            )
+            .await;
         Ok(Response::new(pb::DeregisterToolsResponse {
             removed_tool_ids: removed
                 .tools
@@ -270,6 +315,7 @@ impl ProfileService for CatalogGrpc {
         &self,
         request: Request<pb::PutProfileRequest>,
     ) -> Result<Response<pb::PutProfileResponse>, Status> {
+        let caller = caller_of(&request);
         let r = crate::cells::scoped(request)?;
         let cell = CellId::parse(&r.cell_id)?;
         if !r.profile_id.is_empty() {
@@ -285,6 +331,19 @@ impl ProfileService for CatalogGrpc {
                 validate_only: r.validate_only,
             })
             .await?;
+        if !r.validate_only {
+            let summary = format!("profile written: version {}", stored.record.version);
+            self.audit
+                .record(
+                    &caller,
+                    AdminKind::Profile,
+                    "PutProfile",
+                    cell.as_str(),
+                    &stored.record.profile_id,
+                    summary,
+                )
+                .await;
+        }
         Ok(Response::new(pb::PutProfileResponse {
             profile: Some(stored_to_proto(&stored)),
             warnings: warnings.iter().map(convert::diagnostic_to_proto).collect(),
@@ -327,12 +386,24 @@ impl ProfileService for CatalogGrpc {
         &self,
         request: Request<pb::DeleteProfileRequest>,
     ) -> Result<Response<pb::DeleteProfileResponse>, Status> {
+        let caller = caller_of(&request);
         let r = crate::cells::scoped(request)?;
         let cell = CellId::parse(&r.cell_id)?;
         let deleted_version = self
             .catalog
             .delete_profile(&cell, &r.profile_id, r.expected_version)
             .await?;
+        let summary = format!("profile deleted at version {deleted_version}");
+        self.audit
+            .record(
+                &caller,
+                AdminKind::Profile,
+                "DeleteProfile",
+                cell.as_str(),
+                &r.profile_id,
+                summary,
+            )
+            .await;
         Ok(Response::new(pb::DeleteProfileResponse { deleted_version }))
     }
 
@@ -340,12 +411,24 @@ impl ProfileService for CatalogGrpc {
         &self,
         request: Request<pb::PutPlatformPolicyRequest>,
     ) -> Result<Response<pb::PutPlatformPolicyResponse>, Status> {
+        let caller = caller_of(&request);
         let r = crate::cells::scoped(request)?;
         let cell = CellId::parse(&r.cell_id)?;
         let (record, warnings) = self
             .catalog
             .put_platform_policy(&cell, &r.policy_json, r.expected_version)
             .await?;
+        let summary = format!("platform policy written: version {}", record.version);
+        self.audit
+            .record(
+                &caller,
+                AdminKind::Policy,
+                "PutPlatformPolicy",
+                cell.as_str(),
+                "platform",
+                summary,
+            )
+            .await;
         Ok(Response::new(pb::PutPlatformPolicyResponse {
             policy: Some(convert::policy_doc_to_proto(Some(&record))),
             warnings: warnings.iter().map(convert::diagnostic_to_proto).collect(),
@@ -370,6 +453,7 @@ impl ProfileService for CatalogGrpc {
         &self,
         request: Request<pb::PutUserPolicyRequest>,
     ) -> Result<Response<pb::PutUserPolicyResponse>, Status> {
+        let caller = caller_of(&request);
         let r = crate::cells::scoped(request)?;
         let cell = CellId::parse(&r.cell_id)?;
         let actor = ActorId::parse(&r.actor_id)?;
@@ -377,6 +461,17 @@ impl ProfileService for CatalogGrpc {
             .catalog
             .put_user_policy(&cell, &actor, &r.policy_json, r.expected_version)
             .await?;
+        let summary = format!("user policy written: version {}", record.version);
+        self.audit
+            .record(
+                &caller,
+                AdminKind::Policy,
+                "PutUserPolicy",
+                cell.as_str(),
+                &format!("user/{}", actor.as_str()),
+                summary,
+            )
+            .await;
         Ok(Response::new(pb::PutUserPolicyResponse {
             policy: Some(convert::policy_doc_to_proto(Some(&record))),
             warnings: warnings.iter().map(convert::diagnostic_to_proto).collect(),

@@ -20,6 +20,7 @@
 //! ```
 
 pub mod assembly;
+pub mod audit;
 pub mod cell;
 mod cells;
 pub mod config;

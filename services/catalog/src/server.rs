@@ -1,5 +1,5 @@
 //! Starting and stopping the catalog: the store, the start-up profiles, the gRPC servers (catalog,
-//! profiles, and the plane's tokens) and the HTTP server
+//! profiles, the plane's tokens, and the admin audit) and the HTTP server
 //! (through the one start every service shares, `toolplane_serve`: health, reflection, tracing,
 //! the request limit) and the background refresher.
 //!
@@ -13,13 +13,15 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use toolplane_auth::{Authenticator, TokenStore};
+use toolplane_auth::{AdminAuditLog, Authenticator, TokenStore};
 use toolplane_proto::v1::catalog_service_server::CatalogServiceServer;
 use toolplane_proto::v1::profile_service_server::ProfileServiceServer;
+use toolplane_serve::admin_audit::AdminAuditGrpc;
 use toolplane_serve::{MessageLimits, ServeOptions, Services, Serving};
 use toolplane_store::{FsStore, MemoryStore, Store, StoreExt, StoreOptions};
 use toolplane_telemetry::metrics::Registry;
 
+use crate::audit::{AUDIT_SERVICE, CatalogAudit};
 use crate::cell::CellId;
 use crate::config::{CatalogConfig, StoreConfig};
 use crate::error::{CatalogCode, CatalogError};
@@ -133,7 +135,9 @@ pub async fn start_unwarmed(
         let loaded = catalog.load_profile_dir(dir).await?;
         tracing::info!(dir = %dir.display(), written = loaded.len(), "profile directory loaded");
     }
-    let svc = CatalogGrpc::new(Arc::clone(&catalog));
+    let audit = AdminAuditLog::new(store.namespace(NAMESPACE)?, AUDIT_SERVICE)
+        .with_tokens(auth.tokens().cloned());
+    let svc = CatalogGrpc::new(Arc::clone(&catalog)).with_audit(CatalogAudit::new(audit.clone()));
     // Tokens are made in the store the authenticator verifies them against; with
     // authentication off (nothing verifies them), in the catalog's own store.
     let tokens = match auth.tokens() {
@@ -149,7 +153,12 @@ pub async fn start_unwarmed(
                 encoding: None,
             },
         )
-        .add_service(TokenGrpc::new(tokens).server());
+        .add_service(
+            TokenGrpc::new(tokens)
+                .with_audit(CatalogAudit::new(audit.clone()))
+                .server(),
+        )
+        .add_service(AdminAuditGrpc::new(audit).server());
     // The server's own metrics (`toolplane_handler_panics_total`), rendered after the catalog's
     // on its `/metrics`.
     let registry = Arc::new(Registry::new());

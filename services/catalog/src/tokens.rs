@@ -8,6 +8,8 @@
 //! (the plane's operator, and the bootstrap admin) those of every cell, since otherwise nobody
 //! could make the first token of a new cell. A token of a cell the caller may not manage is
 //! answered as not found, exactly like a token id that does not exist.
+//!
+//! Every token made or revoked leaves an admin audit record in the token's cell.
 
 use std::convert::Infallible;
 use std::task::{Context, Poll};
@@ -15,11 +17,14 @@ use std::task::{Context, Poll};
 use tonic::body::Body;
 use tonic::server::NamedService;
 use tonic::{Request, Response, Status};
-use toolplane_auth::{AuthError, Caller, CallerKind, NewToken, Role, TokenInfo, TokenStore};
+use toolplane_auth::{
+    AdminKind, AuthError, Caller, CallerKind, NewToken, Role, TokenInfo, TokenStore,
+};
 use toolplane_proto::v1 as pb;
 use toolplane_proto::v1::token_service_server::{TokenService, TokenServiceServer};
 use toolplane_serve::{LimitMessages, MessageLimits};
 
+use crate::audit::CatalogAudit;
 use crate::cell::DEFAULT_CELL;
 
 /// The store namespace (of the catalog's store) the plane's tokens live in.
@@ -29,11 +34,22 @@ pub const TOKEN_NAMESPACE: &str = "auth";
 #[derive(Debug, Clone)]
 pub struct TokenGrpc {
     tokens: TokenStore,
+    audit: CatalogAudit,
 }
 
 impl TokenGrpc {
     pub fn new(tokens: TokenStore) -> TokenGrpc {
-        TokenGrpc { tokens }
+        TokenGrpc {
+            tokens,
+            audit: CatalogAudit::default(),
+        }
+    }
+
+    /// The same service, recording every token made or revoked in `audit`.
+    #[must_use]
+    pub fn with_audit(mut self, audit: CatalogAudit) -> TokenGrpc {
+        self.audit = audit;
+        self
     }
 
     /// The generated server, ready for `toolplane_serve::Services::add_service`.
@@ -125,6 +141,18 @@ impl TokenService for TokenGrpc {
             .await
             .map_err(status)?;
         tracing::info!(token_id = %created.info.id, by = %caller.principal, "token created over gRPC");
+        let info = &created.info;
+        let summary = format!("token `{}` ({}) created", info.name, info.role);
+        self.audit
+            .record(
+                &caller,
+                AdminKind::Token,
+                "CreateToken",
+                &info.cell,
+                &info.id,
+                summary,
+            )
+            .await;
         Ok(Response::new(pb::CreateTokenResponse {
             token: Some(info_pb(&created.info)),
             secret: created.secret.expose().to_owned(),
@@ -169,6 +197,17 @@ impl TokenService for TokenGrpc {
             return Err(status(AuthError::TokenNotFound { id }));
         }
         let revoked = self.tokens.revoke(&id).await.map_err(status)?;
+        let summary = format!("token `{}` ({}) revoked", revoked.name, revoked.role);
+        self.audit
+            .record(
+                &caller,
+                AdminKind::Token,
+                "RevokeToken",
+                &revoked.cell,
+                &revoked.id,
+                summary,
+            )
+            .await;
         tracing::info!(token_id = %id, by = %caller.principal, "token revoked over gRPC");
         Ok(Response::new(pb::RevokeTokenResponse {
             token: Some(info_pb(&revoked)),

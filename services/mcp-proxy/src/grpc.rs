@@ -1,31 +1,52 @@
 //! The gRPC face of the proxy: `toolplane.v1.McpProxyService` and `toolplane.v1.ToolExecutor`,
 //! served on one port. Each method decodes its request (through [`crate::convert`]), calls
-//! [`McpProxy`], and encodes the answer; no decisions are made here.
+//! [`McpProxy`], and encodes the answer; no decisions are made here. Registration changes leave
+//! an admin audit record ([`crate::audit`]).
 
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
-use toolplane_auth::Caller;
+use toolplane_auth::{AdminAuditLog, AdminChange, AdminKind, Caller};
 use toolplane_proto::v1 as pb;
 use toolplane_proto::v1::mcp_proxy_service_server::McpProxyService;
 use toolplane_proto::v1::tool_executor_server::ToolExecutor;
 
+use crate::audit;
 use crate::convert;
 use crate::error::{MCP_INVALID_REQUEST, ProxyError};
 use crate::execute::CallInput;
 use crate::proxy::{McpProxy, UpsertInput};
+use crate::registration::cell_or_default;
 
 /// The tonic service implementation; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct GrpcProxy {
     proxy: McpProxy,
+    audit: Option<AdminAuditLog>,
 }
 
 impl GrpcProxy {
+    /// The service over `proxy`, recording registration changes in the proxy's admin audit.
     pub fn new(proxy: McpProxy) -> GrpcProxy {
-        GrpcProxy { proxy }
+        let audit = Some(audit::admin_audit(&proxy, None));
+        GrpcProxy { proxy, audit }
     }
+
+    /// The same service, recording in `audit` (`None`: no record).
+    #[must_use]
+    pub fn with_audit(mut self, audit: Option<AdminAuditLog>) -> GrpcProxy {
+        self.audit = audit;
+        self
+    }
+
+    async fn record(&self, caller: Option<&Caller>, change: AdminChange) {
+        audit::record(self.audit.as_ref(), caller, change).await;
+    }
+}
+
+fn caller_of<T>(request: &Request<T>) -> Option<Caller> {
+    request.extensions().get::<Caller>().cloned()
 }
 
 fn required<T>(v: Option<T>, what: &str) -> Result<T, Status> {
@@ -77,9 +98,11 @@ impl McpProxyService for GrpcProxy {
             tool_permissions: convert::tool_permissions_from(r.tool_permissions)?,
             skip_refresh: r.skip_refresh,
             expected_generation: r.expected_generation,
-            caller,
+            caller: caller.clone(),
         };
         let (view, created, warnings) = self.proxy.upsert(input).await?;
+        self.record(caller.as_ref(), audit::upsert_change(&view, created))
+            .await;
         Ok(Response::new(pb::UpsertServerResponse {
             server: Some(convert::server_to(&view)),
             created,
@@ -91,8 +114,18 @@ impl McpProxyService for GrpcProxy {
         &self,
         request: Request<pb::DeregisterServerRequest>,
     ) -> Result<Response<pb::DeregisterServerResponse>, Status> {
+        let caller = caller_of(&request);
         let r = crate::cells::scoped(request)?;
         let removed = self.proxy.deregister(&r.cell_id, &r.server_id).await?;
+        let cell = cell_or_default(&r.cell_id)?;
+        let change = AdminChange::new(
+            AdminKind::Registration,
+            "DeregisterServer",
+            &cell,
+            &r.server_id,
+        )
+        .summary(format!("MCP server removed with {} tools", removed.len()));
+        self.record(caller.as_ref(), change).await;
         Ok(Response::new(pb::DeregisterServerResponse {
             removed_tool_ids: removed,
         }))
@@ -102,12 +135,21 @@ impl McpProxyService for GrpcProxy {
         &self,
         request: Request<pb::SetServerStateRequest>,
     ) -> Result<Response<pb::SetServerStateResponse>, Status> {
+        let caller = caller_of(&request);
         let r = crate::cells::scoped(request)?;
         let state = required(convert::state_from(r.state)?, "state")?;
         let view = self
             .proxy
             .set_state(&r.cell_id, &r.server_id, state)
             .await?;
+        let change = AdminChange::new(
+            AdminKind::Registration,
+            "SetServerState",
+            &view.reg.cell_id,
+            &view.reg.server_id,
+        )
+        .summary(format!("MCP server set {}", audit::state_name(state)));
+        self.record(caller.as_ref(), change).await;
         Ok(Response::new(pb::SetServerStateResponse {
             server: Some(convert::server_to(&view)),
         }))
@@ -117,12 +159,25 @@ impl McpProxyService for GrpcProxy {
         &self,
         request: Request<pb::SetToolPermissionRequest>,
     ) -> Result<Response<pb::SetToolPermissionResponse>, Status> {
+        let caller = caller_of(&request);
         let r = crate::cells::scoped(request)?;
         let permission = required(convert::permission_from(r.permission)?, "permission")?;
         let tool = self
             .proxy
             .set_permission(&r.cell_id, &r.server_id, &r.native_name, permission)
             .await?;
+        let cell = cell_or_default(&r.cell_id)?;
+        let change = AdminChange::new(
+            AdminKind::Registration,
+            "SetToolPermission",
+            &cell,
+            &r.server_id,
+        )
+        .summary(format!(
+            "tool `{}` permission set to {permission:?}",
+            r.native_name
+        ));
+        self.record(caller.as_ref(), change).await;
         Ok(Response::new(pb::SetToolPermissionResponse {
             tool: tool.as_ref().map(convert::tool_to),
         }))

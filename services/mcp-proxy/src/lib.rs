@@ -13,6 +13,7 @@
 //! (model-facing Markdown), [`convert`] and [`grpc`] (the wire), [`server`] (serving), [`config`]
 //! (the binary's settings), [`error`] (the code table).
 
+pub mod audit;
 pub mod catalog;
 mod causes;
 mod cells;

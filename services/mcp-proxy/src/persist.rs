@@ -50,6 +50,11 @@ impl Persist {
         Persist { store }
     }
 
+    /// The proxy's namespace, shared with its admin audit (`crate::audit`).
+    pub(crate) fn store(&self) -> Arc<dyn Store> {
+        Arc::clone(&self.store)
+    }
+
     /// Writes a registration; `expected` is the version last read (`None` for a new one).
     pub async fn put_registration(
         &self,

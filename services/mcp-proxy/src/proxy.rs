@@ -248,7 +248,7 @@ impl Default for ProxyMetrics {
 type Servers = HashMap<String, HashMap<String, Arc<Server>>>;
 
 pub(crate) struct Inner {
-    persist: Persist,
+    pub(crate) persist: Persist,
     pub(crate) metrics: ProxyMetrics,
     pub settings: ProxySettings,
     servers: RwLock<Servers>,

@@ -1,4 +1,5 @@
-//! Serving the proxy over gRPC: `McpProxyService` and `ToolExecutor` on one port, through the one
+//! Serving the proxy over gRPC: `McpProxyService`, `ToolExecutor` and `AdminAuditService` on one
+//! port, through the one
 //! start every service shares (`toolplane_serve`: health, reflection, the telemetry layer, its
 //! `/metrics` port). Owns the proxy's shutdown order: stop accepting, finish in-flight RPCs, then
 //! close every MCP connection (stopping stdio children).
@@ -7,8 +8,10 @@ use std::future::Future;
 
 use tokio::net::TcpListener;
 use tonic::service::Routes;
+use toolplane_auth::TokenStore;
 use toolplane_proto::v1::mcp_proxy_service_server::McpProxyServiceServer;
 use toolplane_proto::v1::tool_executor_server::ToolExecutorServer;
+use toolplane_serve::admin_audit::AdminAuditGrpc;
 use toolplane_serve::{MessageLimits, ServeOptions, Services, Serving};
 
 use crate::grpc::GrpcProxy;
@@ -32,9 +35,15 @@ pub enum ServeError {
     Serve(#[from] toolplane_serve::ServeError),
 }
 
-/// The proxy's gRPC services: McpProxyService and ToolExecutor.
+/// The proxy's gRPC services: McpProxyService, ToolExecutor and AdminAuditService.
 pub fn services(proxy: McpProxy) -> Services {
-    let grpc = GrpcProxy::new(proxy);
+    services_naming(proxy, None)
+}
+
+/// [`services`], naming token callers in the admin audit after their token in `tokens`.
+pub fn services_naming(proxy: McpProxy, tokens: Option<TokenStore>) -> Services {
+    let audit = crate::audit::admin_audit(&proxy, tokens);
+    let grpc = GrpcProxy::new(proxy).with_audit(Some(audit.clone()));
     let decoding = |bytes| MessageLimits {
         decoding: Some(bytes),
         encoding: None,
@@ -48,6 +57,7 @@ pub fn services(proxy: McpProxy) -> Services {
             ToolExecutorServer::new(grpc),
             decoding(MAX_EXECUTE_REQUEST_BYTES),
         )
+        .add_service(AdminAuditGrpc::new(audit).server())
 }
 
 /// The proxy's services plus health (both reported serving) and reflection, for tests and
@@ -69,6 +79,7 @@ pub async fn start_on(
     auth: toolplane_auth::Authenticator,
 ) -> Result<Serving, ServeError> {
     let closing = proxy.clone();
+    let tokens = auth.tokens().cloned();
     let mut options = ServeOptions::new("mcp-proxy")
         .max_message_bytes(MAX_MESSAGE_BYTES)
         .auth(auth)
@@ -76,7 +87,8 @@ pub async fn start_on(
     if let Some(metrics) = metrics {
         options = options.metrics(metrics, proxy.metrics());
     }
-    Ok(toolplane_serve::serve(listener, services(proxy), options).await?)
+    let services = services_naming(proxy, tokens);
+    Ok(toolplane_serve::serve(listener, services, options).await?)
 }
 
 /// Serves, with authentication off, until `shutdown` resolves, then finishes in-flight RPCs and

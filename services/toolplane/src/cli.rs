@@ -125,6 +125,9 @@ pub enum Command {
     /// Create, list and revoke bearer tokens (admins; the cell is `--cell`).
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Read the admin audit: who changed tokens, registrations, policies, profiles and skills.
+    #[command(subcommand)]
+    Audit(AuditCommand),
     /// A run's journal as a readable timeline: every tool call with its alias, duration, outcome,
     /// error code and audit paths.
     Events(EventsArgs),
@@ -233,6 +236,21 @@ pub enum TokenCommand {
     Ls,
     /// Revoke a token by its id (`tok_…`).
     Revoke { id: String },
+}
+
+#[derive(Debug, Subcommand)]
+#[command(defer = true)]
+pub enum AuditCommand {
+    /// Every administrative change of `--cell` (admins), from the catalog, the mcp-proxy and the
+    /// workspace, oldest first.
+    Admin {
+        /// Only changes at or after this time (Unix milliseconds).
+        #[arg(long, default_value_t = 0)]
+        since: u64,
+        /// Only changes of this kind: `token`, `registration`, `policy`, `profile` or `skill`.
+        #[arg(long, default_value = "")]
+        kind: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -457,6 +475,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Mcp(c) => crate::commands::mcp::run(c, &eps, out).await.map(|()| 0),
         Command::Run(c) => crate::commands::run::run(c, &eps, out).await,
         Command::Token(c) => crate::commands::token::run(c, &eps, out).await.map(|()| 0),
+        Command::Audit(c) => crate::commands::audit::run(c, &eps, out).await.map(|()| 0),
         Command::Events(a) => crate::commands::run::events(a, &eps, out).await.map(|()| 0),
         Command::DemoMcpServer => crate::demo_mcp::serve_stdio()
             .await

@@ -36,15 +36,24 @@ async fn each_port_lists_its_own_services_and_describes_them() {
                 "toolplane.v1.CatalogService",
                 "toolplane.v1.ProfileService",
                 "toolplane.v1.TokenService",
+                "toolplane.v1.AdminAuditService",
             ],
         ),
         (
             h.plane.workspace_url(),
-            vec!["toolplane.v1.ToolExecutor", "toolplane.v1.WorkspaceService"],
+            vec![
+                "toolplane.v1.ToolExecutor",
+                "toolplane.v1.WorkspaceService",
+                "toolplane.v1.AdminAuditService",
+            ],
         ),
         (
             h.plane.mcp_proxy_url(),
-            vec!["toolplane.v1.McpProxyService", "toolplane.v1.ToolExecutor"],
+            vec![
+                "toolplane.v1.McpProxyService",
+                "toolplane.v1.ToolExecutor",
+                "toolplane.v1.AdminAuditService",
+            ],
         ),
     ];
     for (url, own) in ports {

@@ -41,18 +41,25 @@ pub use service::WorkspaceGrpc;
 
 use tokio::net::TcpListener;
 use tonic::service::Routes;
+use toolplane_auth::TokenStore;
 use toolplane_proto::v1::{
     tool_executor_server::ToolExecutorServer, workspace_service_server::WorkspaceServiceServer,
 };
+use toolplane_serve::admin_audit::AdminAuditGrpc;
 use toolplane_serve::{MessageLimits, ServeOptions, Services, Serving};
 
 /// Largest gRPC message accepted or sent (a 32 MiB audit object plus framing).
 pub const MAX_MESSAGE_BYTES: usize = 40 * 1024 * 1024;
 
-/// The service's gRPC services: WorkspaceService and ToolExecutor, whose requests (a tool call)
+/// The service's gRPC services: WorkspaceService, ToolExecutor, whose requests (a tool call)
 /// are decoded up to the largest arguments it takes (`limits.max_arguments_bytes`) plus 1 MiB of
-/// context.
+/// context, and AdminAuditService.
 pub fn services(ws: Arc<Workspace>) -> Services {
+    services_naming(ws, None)
+}
+
+/// [`services`], naming token callers in the admin audit after their token in `tokens`.
+pub fn services_naming(ws: Arc<Workspace>, tokens: Option<TokenStore>) -> Services {
     let execute = MessageLimits {
         decoding: Some(
             ws.limits()
@@ -62,10 +69,12 @@ pub fn services(ws: Arc<Workspace>) -> Services {
         ),
         encoding: None,
     };
-    let grpc = WorkspaceGrpc::new(ws);
+    let audit = service::audit::admin_audit(&ws, tokens);
+    let grpc = WorkspaceGrpc::new(ws).with_audit(Some(audit.clone()));
     Services::new()
         .add_service(WorkspaceServiceServer::new(grpc.clone()))
         .add_service_with_limits(ToolExecutorServer::new(grpc), execute)
+        .add_service(AdminAuditGrpc::new(audit).server())
 }
 
 /// Serves the workspace on `listener` and its `/metrics` on `metrics` through the one start
@@ -79,12 +88,13 @@ pub async fn start_on(
 ) -> Result<Serving, WsError> {
     let registry = Arc::clone(&ws.metrics().registry);
     let closing = Arc::clone(&ws);
+    let tokens = auth.tokens().cloned();
     let options = ServeOptions::new("workspace")
         .max_message_bytes(MAX_MESSAGE_BYTES)
         .auth(auth)
         .metrics(metrics, registry)
         .on_shutdown(move || async move { closing.shutdown() });
-    toolplane_serve::serve(listener, services(ws), options)
+    toolplane_serve::serve(listener, services_naming(ws, tokens), options)
         .await
         .map_err(|e| WsError::io(e.to_string()))
 }

@@ -4,8 +4,10 @@
 //! each validates its request's ids, converts it (through [`convert`]) into the engine's values,
 //! calls the engine ([`crate::engine`]) and converts the answer back; errors map to statuses in
 //! one place ([`done`]). Must never decide a rule of the engine here, answer a recoverable tool
-//! error with a status, nor a system failure with a tool result.
+//! error with a status, nor a system failure with a tool result. Skill imports and deletions
+//! leave an admin audit record ([`audit`]).
 
+pub mod audit;
 mod cells;
 mod executor;
 
@@ -38,11 +40,21 @@ pub const MAX_BATCH_APPENDS: usize = 256;
 #[derive(Debug, Clone)]
 pub struct WorkspaceGrpc {
     ws: Arc<Workspace>,
+    audit: Option<toolplane_auth::AdminAuditLog>,
 }
 
 impl WorkspaceGrpc {
+    /// The services over `ws`, recording skill changes in the workspace's admin audit.
     pub fn new(ws: Arc<Workspace>) -> WorkspaceGrpc {
-        WorkspaceGrpc { ws }
+        let audit = Some(audit::admin_audit(&ws, None));
+        WorkspaceGrpc { ws, audit }
+    }
+
+    /// The same services, recording in `audit` (`None`: no record).
+    #[must_use]
+    pub fn with_audit(mut self, audit: Option<toolplane_auth::AdminAuditLog>) -> WorkspaceGrpc {
+        self.audit = audit;
+        self
     }
 }
 
@@ -479,6 +491,7 @@ impl WorkspaceService for WorkspaceGrpc {
         &self,
         r: Request<pb::ImportSkillRequest>,
     ) -> Rpc<pb::ImportSkillResponse> {
+        let caller = audit::caller_of(&r);
         let r = cells::scoped(r)?;
         done(
             async {
@@ -488,6 +501,20 @@ impl WorkspaceService for WorkspaceGrpc {
                     .skills()
                     .import(&cell, &r.source_path, &r.name, r.replace)
                     .await?;
+                let summary = format!(
+                    "skill imported: version `{}`, {} files",
+                    skill.version,
+                    skill.files.len()
+                );
+                audit::skill_changed(
+                    self.audit.as_ref(),
+                    &caller,
+                    "ImportSkill",
+                    &cell,
+                    &skill.name,
+                    summary,
+                )
+                .await;
                 Ok(pb::ImportSkillResponse {
                     skill: Some(convert::skill(&skill)),
                     warnings: warnings
@@ -524,11 +551,22 @@ impl WorkspaceService for WorkspaceGrpc {
         &self,
         r: Request<pb::DeleteSkillRequest>,
     ) -> Rpc<pb::DeleteSkillResponse> {
+        let caller = audit::caller_of(&r);
         let r = cells::scoped(r)?;
         done(
             async {
                 let cell = cell_of(&r.cell_id)?;
                 self.ws.delete_skill(&cell, &r.name).await?;
+                let summary = "skill deleted".to_owned();
+                audit::skill_changed(
+                    self.audit.as_ref(),
+                    &caller,
+                    "DeleteSkill",
+                    &cell,
+                    &r.name,
+                    summary,
+                )
+                .await;
                 Ok(pb::DeleteSkillResponse {})
             }
             .await,
