@@ -13,7 +13,8 @@
 //! Every gRPC service (health excepted, per the role table) and every HTTP route is served
 //! behind `toolplane-auth`'s [`toolplane_auth::AuthLayer`] with the options' [`Authenticator`]:
 //! off by default, when every request still carries a [`toolplane_auth::Caller`] (a default-cell
-//! admin) in its extensions. [`auth`] holds the flags that configure it (docs/auth.md).
+//! admin) in its extensions. [`auth`] holds the flags that configure it (docs/auth.md), and
+//! [`cells::scoped`] the rule that a request acts in its caller's cell.
 //!
 //! A crate of its own rather than a module of `toolplane-telemetry`: serving needs the generated
 //! servers (`toolplane-proto`, for the message limits and reflection) and `tonic-health`, while
@@ -22,6 +23,7 @@
 //! service's messages or behaviour.
 
 pub mod auth;
+pub mod cells;
 mod limits;
 mod panics;
 mod signal;
