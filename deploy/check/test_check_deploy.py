@@ -130,7 +130,7 @@ class Compose(Fixtures):
         self.assertEqual(cd.check_compose_config([cd.DEPLOY / f for f in cd.COMPOSE_FILES]), [])
         with tempfile.TemporaryDirectory() as tmp:
             compose = self.compose_copy()
-            compose["services"]["runtime"]["depends_on"].append("mcp-proxyy")
+            compose["services"]["runtime"]["depends_on"]["mcp-proxyy"] = {"condition": "service_started"}
             path = Path(tmp) / "compose.yaml"
             path.write_text(yaml.safe_dump(compose), encoding="utf-8")
             self.assertFlags(cd.check_compose_config([path]), "mcp-proxyy")
@@ -151,6 +151,23 @@ class Compose(Fixtures):
         compose = self.compose_copy()
         compose["services"]["prometheus"]["volumes"][0] = "./prometheus/missing.yml:/etc/prometheus/prometheus.yml:ro"
         self.assertFlags(cd.check_compose_mounts(compose, cd.DEPLOY), "missing.yml")
+
+    def test_authentication(self) -> None:
+        self.assertEqual(cd.check_compose_auth(self.compose_copy()), [])
+        compose = self.compose_copy()
+        compose["services"]["mcp-proxy"]["command"] = ["toolplane-mcp-proxy"]
+        self.assertFlags(cd.check_compose_auth(compose), "mcp-proxy: does not run with --auth")
+        compose = self.compose_copy()
+        compose["services"]["runtime"]["environment"][cd.INSECURE_VAR] = "true"
+        self.assertFlags(cd.check_compose_auth(compose), "runtime: serves without authentication")
+        compose = self.compose_copy()
+        compose["services"]["catalog"]["environment"][cd.PEER_TOKEN_VAR] = "/tmp/other"
+        self.assertFlags(cd.check_compose_auth(compose), "catalog: TOOLPLANE_PEER_TOKEN_FILE")
+        compose = self.compose_copy()
+        compose["services"]["workspace"]["volumes"] = ["workspace-data:/var/lib/toolplane/workspace"]
+        problems = cd.check_compose_auth(compose)
+        self.assertFlags(problems, "workspace: TOOLPLANE_AUTH_SERVICE_TOKEN_FILE")
+        self.assertFlags(problems, "workspace: TOOLPLANE_AUTH_TOKENS")
 
     def test_services_wiring(self) -> None:
         compose = self.compose_copy()
@@ -234,7 +251,7 @@ class Kubernetes(Fixtures):
         self.assertFlags(cd.check_k8s_workloads(k8s), "has no HorizontalPodAutoscaler")
         k8s = self.k8s_copy()
         volumes = deployment(k8s, "workspace")["spec"]["template"]["spec"]["volumes"]
-        volumes[0] = {"name": "data", "emptyDir": {}}
+        volumes[:] = [{"name": "data", "emptyDir": {}} if v["name"] == "data" else v for v in volumes]
         self.assertFlags(cd.check_k8s_workloads(k8s), "not on a PersistentVolumeClaim")
         k8s = [d for d in self.k8s_copy() if d["metadata"]["name"] != "toolplane-workspace-data"]
         self.assertFlags(cd.check_k8s_workloads(k8s), "PersistentVolumeClaim toolplane-workspace-data does not exist")
@@ -291,7 +308,44 @@ class Kubernetes(Fixtures):
         k8s = self.k8s_copy()
         policy(k8s, "toolplane-catalog-ingress")["spec"]["ingress"][0]["from"] = [
             {"podSelector": {"matchLabels": {"role": "host"}}}]
-        self.assertFlags(cd.check_network_policy(k8s), "toolplane-catalog gRPC port does not admit toolplane-runtime")
+        self.assertFlags(cd.check_network_policy(k8s), "toolplane-catalog gRPC port admits")
+        # Any pod of the namespace may no longer reach the runtime or the catalog.
+        for name in ("toolplane-runtime-ingress", "toolplane-catalog-ingress"):
+            k8s = self.k8s_copy()
+            policy(k8s, name)["spec"]["ingress"][0]["from"].append({"podSelector": {}})
+            self.assertFlags(cd.check_network_policy(k8s), "(any pod of the namespace)")
+        # Nor namespaces other than the agent hosts'.
+        k8s = self.k8s_copy()
+        policy(k8s, "toolplane-runtime-ingress")["spec"]["ingress"][0]["from"][0] = {
+            "namespaceSelector": {"matchLabels": {"team": "agents"}}}
+        self.assertFlags(cd.check_network_policy(k8s), "toolplane-runtime gRPC port admits")
+
+    def test_authentication(self) -> None:
+        self.assertEqual(cd.check_k8s_auth(self.k8s), [])
+        for service in cd.SERVICES:
+            k8s = self.k8s_copy()
+            container(k8s, service)["args"] = [a for a in container(k8s, service)["args"] if a != "--auth"]
+            self.assertFlags(cd.check_k8s_auth(k8s), f"toolplane-{service}: does not run with --auth")
+            k8s = self.k8s_copy()
+            cd.by_kind(k8s, "ConfigMap")[f"toolplane-{service}"]["data"][cd.INSECURE_VAR] = "true"
+            self.assertFlags(cd.check_k8s_auth(k8s), "serves without authentication")
+        k8s = self.k8s_copy()
+        container(k8s, "workspace")["args"].append(cd.INSECURE_FLAG)
+        self.assertFlags(cd.check_k8s_auth(k8s), "serves without authentication")
+        k8s = self.k8s_copy()
+        del cd.by_kind(k8s, "ConfigMap")["toolplane-runtime"]["data"][cd.PEER_TOKEN_VAR]
+        self.assertFlags(cd.check_k8s_auth(k8s), "TOOLPLANE_PEER_TOKEN_FILE is not the service token file")
+        k8s = self.k8s_copy()
+        cd.by_kind(k8s, "ConfigMap")["toolplane-mcp-proxy"]["data"][cd.SERVICE_TOKEN_VAR] = "/etc/token"
+        self.assertFlags(cd.check_k8s_auth(k8s), "is not on a mounted secret")
+        k8s = self.k8s_copy()
+        cd.by_kind(k8s, "ConfigMap")["toolplane-catalog"]["data"][cd.TOKENS_VAR] = "/var/lib/toolplane/catalog/auth"
+        self.assertFlags(cd.check_k8s_auth(k8s), "different claims")
+        k8s = self.k8s_copy()
+        for v in deployment(k8s, "workspace")["spec"]["template"]["spec"]["volumes"]:
+            if "secret" in v:
+                v["secret"]["secretName"] = "another"
+        self.assertFlags(cd.check_k8s_auth(k8s), "different Secrets")
 
     def test_named_ports_and_expressions(self) -> None:
         names = {"grpc": 7430}

@@ -6,7 +6,13 @@
 //! 169.254.169.254, loopback admin ports, private ranges. This module decides, for a host name or
 //! an address, whether it may be reached; resolving names and connecting is the services'
 //! business (they check every resolved address and connect only to checked ones). No IO here.
+//! A cell may have settings of its own over the default ([`CellEgress`], [`EgressPolicy::for_cell`]).
 
+mod cells;
+
+pub use cells::CellEgress;
+
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
@@ -37,6 +43,10 @@ pub struct EgressPolicy {
     pub allowed_hosts: Vec<String>,
     /// Addresses that may always be reached, private or not (`10.0.3.0/24`, `fd00::/8`).
     pub allowed_cidrs: Vec<Cidr>,
+    /// Cells with settings of their own over these (`[egress.cells.<cell>]`); a URL named in a
+    /// cell is checked against [`EgressPolicy::for_cell`].
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub cells: BTreeMap<String, CellEgress>,
 }
 
 /// What checking a host name decided.
@@ -78,12 +88,18 @@ impl EgressPolicy {
     /// The policy with [`PrivateNetworks::Auto`] decided: `deployed` is true when the service is
     /// bound beyond loopback (docs/egress.md).
     pub fn for_posture(mut self, deployed: bool) -> EgressPolicy {
+        let decided = if deployed {
+            PrivateNetworks::Deny
+        } else {
+            PrivateNetworks::Allow
+        };
         if self.private_networks == PrivateNetworks::Auto {
-            self.private_networks = if deployed {
-                PrivateNetworks::Deny
-            } else {
-                PrivateNetworks::Allow
-            };
+            self.private_networks = decided;
+        }
+        for cell in self.cells.values_mut() {
+            if cell.private_networks == Some(PrivateNetworks::Auto) {
+                cell.private_networks = Some(decided);
+            }
         }
         self
     }
@@ -303,6 +319,7 @@ mod tests {
             private_networks: PrivateNetworks::Deny,
             allowed_hosts: vec!["mcp.internal".into(), "*.example.com".into()],
             allowed_cidrs: vec!["10.0.3.0/24".parse().unwrap(), "127.0.0.2".parse().unwrap()],
+            ..EgressPolicy::default()
         };
         assert!(policy.check_ip(ip("10.0.3.9")).is_ok());
         assert!(policy.check_ip(ip("10.0.4.9")).is_err());

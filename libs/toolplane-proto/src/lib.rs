@@ -14,6 +14,8 @@
 //!   `tonic-reflection`.
 //! - [`reflection`] (feature `reflection`): the reflection services every toolplane server
 //!   mounts, listing only the services that server answers, built on the first reflection request.
+//! - [`cells`]: [`cells::CellScoped`], the cells each request message names, for the services'
+//!   one rule that a request acts in its caller's cell.
 
 /// Package `toolplane.v1`: the production wire contract.
 #[allow(
@@ -57,5 +59,6 @@ pub mod testing {
 pub const FILE_DESCRIPTOR_SET: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/toolplane_v1_descriptor.bin"));
 
+pub mod cells;
 #[cfg(feature = "reflection")]
 pub mod reflection;

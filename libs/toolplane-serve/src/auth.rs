@@ -3,7 +3,12 @@
 //! serve beyond loopback without authentication ([`AuthArgs::check_exposure`]), the
 //! [`Authenticator`] those flags describe with its token store and first admin token
 //! ([`AuthArgs::start`]), and the credential a service calls its peers with ([`peer_token`]).
-//! Owns no verification itself: that is `toolplane-auth`.
+//! Owns no verification itself: that is `toolplane-auth`. The `[auth]` section of a service's
+//! configuration file is [`AuthConfig`], merged under the flags by [`AuthArgs::over`].
+
+mod config;
+
+pub use config::AuthConfig;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -65,22 +70,23 @@ pub struct AuthArgs {
     /// The `aud` every accepted JWT carries.
     #[arg(long, env = "TOOLPLANE_AUTH_AUDIENCE", help_heading = "Authentication")]
     pub auth_audience: Option<String>,
-    /// The JWT claim naming the caller's cell.
+    /// The JWT claim naming the caller's cell (default `toolplane_cell`).
     #[arg(
         long,
         env = "TOOLPLANE_AUTH_CELL_CLAIM",
-        default_value = "toolplane_cell",
+        value_name = "NAME",
         help_heading = "Authentication"
     )]
-    pub auth_cell_claim: String,
-    /// The JWT claim naming the caller's role (`reader`, `agent`, `admin`, or a list).
+    pub auth_cell_claim: Option<String>,
+    /// The JWT claim naming the caller's role (`reader`, `agent`, `admin`, or a list; default
+    /// `toolplane_role`).
     #[arg(
         long,
         env = "TOOLPLANE_AUTH_ROLE_CLAIM",
-        default_value = "toolplane_role",
+        value_name = "NAME",
         help_heading = "Authentication"
     )]
-    pub auth_role_claim: String,
+    pub auth_role_claim: Option<String>,
     /// File holding a service credential (`tp_…`, e.g. from a Kubernetes Secret) accepted as an
     /// admin of the default cell: what the other services call this one with.
     #[arg(
@@ -218,8 +224,12 @@ impl AuthArgs {
             );
         };
         let mut config = JwtConfig::new(jwks, issuer, audience);
-        config.cell_claim = self.auth_cell_claim.clone();
-        config.role_claim = self.auth_role_claim.clone();
+        if let Some(claim) = &self.auth_cell_claim {
+            config.cell_claim = claim.clone();
+        }
+        if let Some(claim) = &self.auth_role_claim {
+            config.role_claim = claim.clone();
+        }
         JwtVerifier::new(config)
             .map(Some)
             .map_err(|e| e.to_string())

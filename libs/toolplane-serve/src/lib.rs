@@ -15,7 +15,8 @@
 //! off by default, when every request still carries a [`toolplane_auth::Caller`] (a default-cell
 //! admin) in its extensions. [`auth`] holds the flags that configure it (docs/auth.md), and
 //! [`admin_audit`] the one admin audit read every service that makes administrative changes
-//! serves over its own record.
+//! serves over its own record, and [`cells::scoped`] the rule that a request acts in its caller's
+//! cell.
 //!
 //! A crate of its own rather than a module of `toolplane-telemetry`: serving needs the generated
 //! servers (`toolplane-proto`, for the message limits and reflection) and `tonic-health`, while
@@ -25,6 +26,7 @@
 
 pub mod admin_audit;
 pub mod auth;
+pub mod cells;
 mod limits;
 mod panics;
 mod signal;

@@ -98,6 +98,8 @@ pub struct CatalogConfig {
     /// `<cell>/<id>.json` into that cell). When set, it must exist.
     pub profiles_dir: Option<PathBuf>,
     pub limits: Limits,
+    /// `[auth]`: the authentication flags' settings; the flags override them (docs/auth.md).
+    pub auth: toolplane_serve::auth::AuthConfig,
     /// The credential sent to the mcp-proxy (`authorization: Bearer …`) when it requires one;
     /// set by the binary from `--peer-token-file` or `TOOLPLANE_PEER_TOKEN`, never from the
     /// file (docs/auth.md).
@@ -116,6 +118,7 @@ impl Default for CatalogConfig {
             mcp_timeout_ms: 2000,
             profiles_dir: None,
             limits: Limits::default(),
+            auth: toolplane_serve::auth::AuthConfig::default(),
             mcp_proxy_token: None,
         }
     }

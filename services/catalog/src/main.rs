@@ -105,22 +105,36 @@ async fn authenticator(
     args: &Args,
     config: &CatalogConfig,
 ) -> Result<toolplane_auth::Authenticator, Box<dyn std::error::Error>> {
-    let data_dir = match (&config.store, &args.auth.auth_tokens) {
+    let auth = args.auth.over(&config.auth);
+    let data_dir = match (&config.store, &auth.auth_tokens) {
         (StoreConfig::Fs { dir }, _) => dir.clone(),
         (StoreConfig::Memory, Some(dir)) => dir.clone(),
-        (StoreConfig::Memory, None) if args.auth.auth => {
-            return Err(
+        (StoreConfig::Memory, None) if auth.auth => {
+            return Err(AuthRefused(
                 "auth.invalid_request: --auth with --memory-store needs --auth-tokens DIR".into(),
-            );
+            )
+            .into());
         }
         (StoreConfig::Memory, None) => PathBuf::new(),
     };
     let addrs = [config.listen, config.http_listen];
-    Ok(args
-        .auth
-        .start_service("catalog", &data_dir, &addrs)
-        .await?)
+    auth.start_service("catalog", &data_dir, &addrs)
+        .await
+        .map_err(|message| AuthRefused(message).into())
 }
+
+/// Authentication refused the start (`auth.required`, flags that do not fit together): the
+/// binary exits with status 2, as every service does.
+#[derive(Debug)]
+struct AuthRefused(String);
+
+impl std::fmt::Display for AuthRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for AuthRefused {}
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let _telemetry = toolplane_telemetry::init(
@@ -153,8 +167,12 @@ fn main() -> ExitCode {
     match runtime.block_on(run(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("{e}");
-            ExitCode::FAILURE
+            eprintln!("toolplane-catalog: {e}");
+            if e.is::<AuthRefused>() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

@@ -1,60 +1,6 @@
 //! The cell a request acts in comes from the caller's credential, never from the request
-//! (docs/auth.md, "Cells"). Every handler takes its message through [`scoped`], which replaces
-//! the cell the message names by the caller's: an empty cell becomes the caller's, another cell
-//! is refused (PERMISSION_DENIED). Registrations and their cached tools are kept per cell, so a
-//! server id of another cell is then looked up in the caller's cell and answered exactly like one
-//! that does not exist. With authentication off (no caller, or `CallerKind::AuthOff`) the message
-//! is left as it is.
+//! (docs/auth.md, "Cells"): every handler takes its message through [`scoped`], the one rule all
+//! services share (`toolplane_serve::cells`). This service keeps registrations and their cached tools per cell, so an id of
+//! another cell is answered exactly like one that does not exist.
 
-use tonic::{Request, Status};
-use toolplane_auth::Caller;
-use toolplane_proto::v1 as pb;
-
-/// A request message that names the cell it acts in, once or more.
-pub(crate) trait CellScoped {
-    /// Every cell the message names.
-    fn cells(&mut self) -> Vec<&mut String>;
-}
-
-macro_rules! cell_field {
-    ($($message:ty),* $(,)?) => {
-        $(impl CellScoped for $message {
-            fn cells(&mut self) -> Vec<&mut String> {
-                vec![&mut self.cell_id]
-            }
-        })*
-    };
-}
-
-cell_field!(
-    pb::UpsertServerRequest,
-    pb::DeregisterServerRequest,
-    pb::SetServerStateRequest,
-    pb::SetToolPermissionRequest,
-    pb::RefreshServerRequest,
-    pb::GetServerRequest,
-    pb::ListServersRequest,
-    pb::ListCachedToolsRequest,
-);
-
-impl CellScoped for pb::ExecuteRequest {
-    fn cells(&mut self) -> Vec<&mut String> {
-        self.context.iter_mut().map(|c| &mut c.cell_id).collect()
-    }
-}
-
-/// The request's message with every cell it names replaced by the caller's (see the module).
-pub(crate) fn scoped<T: CellScoped>(request: Request<T>) -> Result<T, Status> {
-    let caller = request
-        .extensions()
-        .get::<Caller>()
-        .cloned()
-        .unwrap_or_else(|| Caller::auth_off(""));
-    let mut message = request.into_inner();
-    for cell in message.cells() {
-        *cell = caller
-            .scope(cell)
-            .map_err(|e| Status::permission_denied(e.to_string()))?;
-    }
-    Ok(message)
-}
+pub(crate) use toolplane_serve::cells::scoped;

@@ -35,6 +35,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// Proxy settings and registration limits.
     pub proxy: ProxySettings,
+    /// `[auth]`: the authentication flags' settings; the flags override them (docs/auth.md).
+    pub auth: toolplane_serve::auth::AuthConfig,
 }
 
 impl Default for Config {
@@ -43,6 +45,7 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)),
             data_dir: PathBuf::from("toolplane-data"),
             proxy: ProxySettings::default(),
+            auth: toolplane_serve::auth::AuthConfig::default(),
         }
     }
 }

@@ -54,18 +54,31 @@ struct Args {
     auth: toolplane_serve::auth::AuthArgs,
 }
 
+/// Why the binary stops early: the line it prints and its exit status (2 when authentication
+/// refuses the start, as `auth.required`; 1 otherwise).
+struct Failure {
+    status: u8,
+    message: String,
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Failure {
+        Failure { status: 1, message }
+    }
+}
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     match run().await {
         Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("{e}");
-            std::process::ExitCode::FAILURE
+        Err(Failure { status, message }) => {
+            eprintln!("toolplane-mcp-proxy: {message}");
+            std::process::ExitCode::from(status)
         }
     }
 }
 
-async fn run() -> Result<(), String> {
+async fn run() -> Result<(), Failure> {
     let args = Args::parse();
     let mut config = match &args.config {
         Some(path) => Config::from_file(path).map_err(|e| e.to_string())?,
@@ -102,12 +115,14 @@ async fn run() -> Result<(), String> {
 
     let auth = args
         .auth
+        .over(&config.auth)
         .start_service(
             "mcp-proxy",
             &config.data_dir,
             &[config.listen, args.http_listen],
         )
-        .await?;
+        .await
+        .map_err(|message| Failure { status: 2, message })?;
     let store: Arc<dyn Store> = Arc::new(
         FsStore::open(&config.data_dir, toolplane_store::StoreOptions::default())
             .await

@@ -401,7 +401,8 @@ impl McpProxy {
                 processes.check_stdio(t, caller.role == Role::Admin)?;
             }
             if let TransportSpec::StreamableHttp { url, .. } = t {
-                crate::egress::check_url(&self.inner.settings.egress, url).await?;
+                let egress = self.inner.settings.egress.for_cell(&cell);
+                crate::egress::check_url(&egress, url).await?;
             }
         }
         if let Some(l) = &input.limits {
@@ -854,7 +855,8 @@ impl McpProxy {
         let limits = self.limits_of(&reg);
         server.set_health(ConnStatus::Connecting, None);
         let settings = &self.inner.settings;
-        match connect(&reg, &limits, &settings.processes, &settings.egress).await {
+        let egress = settings.egress.for_cell(&reg.cell_id);
+        match connect(&reg, &limits, &settings.processes, &egress).await {
             Ok(conn) => {
                 let conn = Arc::new(conn);
                 *slot = Some(Arc::clone(&conn));

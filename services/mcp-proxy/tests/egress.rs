@@ -122,3 +122,52 @@ async fn a_redirect_to_a_denied_address_is_refused() {
     );
     h.stop().await;
 }
+
+/// Per-cell egress: cell `a` may register an internal range and host that cell `b` (and the
+/// default cell) may not (docs/egress.md, "Per cell").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cell_registers_what_its_own_egress_allows_and_another_cell_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = deployed(&[]);
+    settings.egress.allowed_hosts = vec!["mcp.example.com".into()];
+    settings.egress.cells.insert(
+        "a".into(),
+        toolplane_core::egress::CellEgress {
+            allowed_hosts: Some(vec!["mcp.example.com".into(), "mcp.a.internal".into()]),
+            allowed_cidrs: vec!["10.0.0.0/24".parse().unwrap()],
+            ..Default::default()
+        },
+    );
+    let mut h = Harness::start_with(dir.path(), settings).await;
+    let in_cell = |cell: &str, name: &str, url: &str| pb::UpsertServerRequest {
+        cell_id: cell.into(),
+        ..register(name, url, true)
+    };
+    for (name, url) in [
+        ("range", "http://10.0.0.1/mcp"),
+        ("host", "http://mcp.a.internal/mcp"),
+    ] {
+        h.admin
+            .upsert_server(in_cell("a", name, url))
+            .await
+            .unwrap_or_else(|e| panic!("cell a, {url}: {e:?}"));
+        for cell in ["b", ""] {
+            let e = h
+                .admin
+                .upsert_server(in_cell(cell, name, url))
+                .await
+                .unwrap_err();
+            assert_eq!(
+                e.code(),
+                tonic::Code::PermissionDenied,
+                "{cell}, {url}: {e:?}"
+            );
+            assert!(
+                e.message().starts_with("mcp.egress_denied: "),
+                "{cell}, {url}: {}",
+                e.message()
+            );
+        }
+    }
+    h.stop().await;
+}

@@ -171,7 +171,7 @@ async fn drive_task(
     };
     let inv = opened.invocation;
     agents.update(&task.task_id, |t| t.child_invocation_id = inv.id.clone());
-    let client = match rt.ports.models.client(p.endpoint.clone()) {
+    let client = match rt.ports.models.client(&run.cell, p.endpoint.clone()) {
         Ok(c) => c,
         Err(why) => {
             let f = Failure {

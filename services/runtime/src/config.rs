@@ -58,6 +58,8 @@ pub struct RuntimeConfig {
     /// Longest `agent.await` (and sub-agent tool call) waits for delegated tasks.
     #[serde(with = "secs", default = "default_await_timeout")]
     pub agent_await_timeout: Duration,
+    /// `[auth]`: the authentication flags' settings; the flags override them (docs/auth.md).
+    pub auth: toolplane_serve::auth::AuthConfig,
     /// The credential sent to the catalog, the workspace and the mcp-proxy
     /// (`authorization: Bearer …`) when they require one; never read from or written to the
     /// file: `--peer-token-file`, `TOOLPLANE_PEER_TOKEN`, or `toolplane up` set it (docs/auth.md).
@@ -96,6 +98,7 @@ impl Default for RuntimeConfig {
             model_retry_backoff: Duration::from_millis(500),
             agent_await_timeout: default_await_timeout(),
             model_context_budget_tokens: DEFAULT_CONTEXT_BUDGET_TOKENS,
+            auth: toolplane_serve::auth::AuthConfig::default(),
             peer_token: None,
         }
     }

@@ -108,6 +108,7 @@ async fn main() -> std::process::ExitCode {
     let exposed = [cfg.listen, args.http_listen];
     let auth = match args
         .auth
+        .over(&cfg.auth)
         .start_service("runtime", &cfg.data_dir, &exposed)
         .await
     {

@@ -1,10 +1,12 @@
 //! The auth matrix of a plane started with authentication on: every RPC of every service,
 //! enumerated from the wire contract's descriptor set (so none is forgotten), and every HTTP
 //! route, called with no credential, a malformed one, a JWT of an unknown key, an expired JWT, a
-//! revoked token, and reader, agent and admin tokens. Each answer must be exactly what the role
+//! revoked token, reader, agent and admin tokens, and an admin token of another cell. Each answer must be exactly what the role
 //! table documents (docs/auth.md): UNAUTHENTICATED / 401 for a bad credential, PERMISSION_DENIED
 //! / 403 for a role too low, and anything but those when allowed (the requests are empty, so an
-//! allowed call may well fail validation). Health stays open.
+//! allowed call may well fail validation). Health stays open. The admin of another cell is
+//! allowed exactly where an admin is: roles are checked by path, and an empty request acts in
+//! the credential's own cell (docs/auth.md, "Cells").
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -74,11 +76,11 @@ fn jwt(key: &EncodingKey, exp: u64) -> String {
     jsonwebtoken::encode(&header, &claims, key).unwrap()
 }
 
-async fn token(tokens: &TokenStore, role: Role) -> String {
+async fn token(tokens: &TokenStore, cell: &str, role: Role) -> String {
     let created = tokens
         .create(NewToken {
             name: role.as_str().into(),
-            cell: "default".into(),
+            cell: cell.into(),
             role,
             expires_at_unix_ms: None,
         })
@@ -210,12 +212,12 @@ async fn every_rpc_and_route_answers_each_credential_as_the_role_table_says() {
         },
         Credential {
             name: "reader",
-            header: bearer(&token(&tokens, Role::Reader).await),
+            header: bearer(&token(&tokens, "default", Role::Reader).await),
             role: Some(Role::Reader),
         },
         Credential {
             name: "agent",
-            header: bearer(&token(&tokens, Role::Agent).await),
+            header: bearer(&token(&tokens, "default", Role::Agent).await),
             role: Some(Role::Agent),
         },
         Credential {
@@ -225,7 +227,12 @@ async fn every_rpc_and_route_answers_each_credential_as_the_role_table_says() {
         },
         Credential {
             name: "admin",
-            header: bearer(&token(&tokens, Role::Admin).await),
+            header: bearer(&token(&tokens, "default", Role::Admin).await),
+            role: Some(Role::Admin),
+        },
+        Credential {
+            name: "admin of another cell",
+            header: bearer(&token(&tokens, "other", Role::Admin).await),
             role: Some(Role::Admin),
         },
     ];

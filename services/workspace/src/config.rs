@@ -44,6 +44,9 @@ pub struct FileConfig {
     pub data_dir: Option<PathBuf>,
     #[serde(default)]
     pub limits: Limits,
+    /// `[auth]`: the authentication flags' settings (docs/auth.md).
+    #[serde(default)]
+    pub auth: toolplane_serve::auth::AuthConfig,
 }
 
 /// The resolved configuration.
@@ -52,6 +55,8 @@ pub struct Config {
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
     pub limits: Limits,
+    /// Authentication: the flags over the file's `[auth]`.
+    pub auth: toolplane_serve::auth::AuthArgs,
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7430";
@@ -79,6 +84,7 @@ impl Config {
                 .or(file.data_dir)
                 .unwrap_or_else(|| PathBuf::from("data/workspace")),
             limits: file.limits,
+            auth: cli.auth.over(&file.auth),
         })
     }
 }

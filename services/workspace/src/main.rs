@@ -27,7 +27,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         toolplane_telemetry::TelemetryConfig::new("workspace")
             .with_service_version(env!("CARGO_PKG_VERSION")),
     )?;
-    let auth = match cli
+    let auth = match config
         .auth
         .start_service(
             "workspace",

@@ -403,6 +403,7 @@ pub trait ModelCall: Send + Sync + Debug {
 
 /// Clients of model endpoints.
 pub trait Models: Send + Sync + Debug {
-    /// A client of `endpoint`, or why there can be none.
-    fn client(&self, endpoint: Endpoint) -> Result<Box<dyn ModelCall>, String>;
+    /// A client of `endpoint` for a run of `cell` (whose egress policy it follows), or why there
+    /// can be none.
+    fn client(&self, cell: &str, endpoint: Endpoint) -> Result<Box<dyn ModelCall>, String>;
 }

@@ -73,7 +73,10 @@ pub fn run_start(spec: pb::RunSpec, cfg: &RuntimeConfig) -> Result<RunStart, Run
         Some(m) => Some(
             check_api_key_env(m.api_key_env.as_deref(), &cfg.env_allow)
                 .and_then(|()| Endpoint::from_pb(m, cfg.model_timeout, cfg.model_max_retries))
-                .and_then(|e| e.check_egress(&cfg.egress).map(|()| e))
+                .and_then(|e| {
+                    e.check_egress(&cfg.egress.for_cell(&spec.cell_id))
+                        .map(|()| e)
+                })
                 .map_err(RuntimeError::invalid)?,
         ),
         None => None,

@@ -1,94 +1,27 @@
 //! Egress of model calls: a model endpoint's base URL, every address its host resolves to and
-//! every redirect it answers with are checked against the runtime's egress policy
-//! (`toolplane_core::egress`, docs/egress.md). The HTTP client resolves names itself and connects
-//! only to the addresses it checked, so a name that answers differently later (DNS rebinding)
-//! cannot lead elsewhere. The policy decides; this module only applies it to reqwest.
+//! every redirect it answers with are checked against the egress policy of the run's cell
+//! (`toolplane_core::egress`, docs/egress.md), through the one implementation the mcp-proxy's
+//! HTTP connections share (`toolplane-egress`): the HTTP client resolves names itself and
+//! connects only to the addresses it checked, so a name that answers differently later (DNS
+//! rebinding) cannot lead elsewhere. The policy decides; this module only names the runtime's
+//! code and redirect rule.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-
-use reqwest::dns::{Addrs, Name, Resolve, Resolving};
-use toolplane_core::egress::{EgressPolicy, HostVerdict};
+use toolplane_core::egress::EgressPolicy;
+use toolplane_egress::Redirects;
 
 /// The code every refusal of the egress policy starts with.
 pub const EGRESS_DENIED: &str = "model.egress_denied";
-/// Most redirects followed for one request.
-const MAX_REDIRECTS: usize = 10;
 
 /// Checks a base URL's host (IP literals never reach the resolver; names on a non-empty
 /// `allowed_hosts` list).
 pub fn check_base_url(policy: &EgressPolicy, url: &str) -> Result<(), String> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("`{url}`: {e}"))?;
-    let host = parsed.host_str().unwrap_or_default();
-    policy
-        .check_host(host)
-        .map(|_| ())
-        .map_err(|e| format!("{EGRESS_DENIED}: the model endpoint `{url}`: {e}"))
+    toolplane_egress::check_host(policy, EGRESS_DENIED, url).map(|_| ())
 }
 
-/// A client builder with the policy applied: names resolved through [`CheckedResolver`],
-/// redirects checked hop by hop, and no environment proxy when private ranges are denied.
+/// A client builder with the policy applied: names resolved to checked addresses only, every
+/// redirect hop checked and followed, and no environment proxy when private ranges are denied.
 pub fn apply(policy: &EgressPolicy, builder: reqwest::ClientBuilder) -> reqwest::ClientBuilder {
-    let policy = Arc::new(policy.clone());
-    let for_redirects = Arc::clone(&policy);
-    let builder = builder
-        .dns_resolver(CheckedResolver {
-            policy: Arc::clone(&policy),
-        })
-        .redirect(reqwest::redirect::Policy::custom(move |attempt| {
-            if attempt.previous().len() >= MAX_REDIRECTS {
-                return attempt.error(format!("more than {MAX_REDIRECTS} redirects"));
-            }
-            let refused = attempt
-                .url()
-                .host_str()
-                .and_then(|host| for_redirects.check_host(host).err());
-            match refused {
-                Some(e) => {
-                    let message = format!("{EGRESS_DENIED}: redirect to `{}`: {e}", attempt.url());
-                    attempt.error(message)
-                }
-                None => attempt.follow(),
-            }
-        }));
-    if policy.denies_private() {
-        builder.no_proxy()
-    } else {
-        builder
-    }
-}
-
-/// Resolves a name and checks every address; the client connects only to what was checked.
-#[derive(Debug, Clone)]
-pub struct CheckedResolver {
-    policy: Arc<EgressPolicy>,
-}
-
-impl Resolve for CheckedResolver {
-    fn resolve(&self, name: Name) -> Resolving {
-        let policy = Arc::clone(&self.policy);
-        let host = name.as_str().to_owned();
-        Box::pin(async move {
-            let refuse = |why: String| -> Box<dyn std::error::Error + Send + Sync> {
-                Box::new(std::io::Error::other(format!(
-                    "{EGRESS_DENIED}: `{host}`: {why}"
-                )))
-            };
-            let verdict = policy
-                .check_host(&host)
-                .map_err(|e| refuse(e.to_string()))?;
-            let addrs: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            if verdict == HostVerdict::CheckAddresses {
-                for addr in &addrs {
-                    policy
-                        .check_ip(addr.ip())
-                        .map_err(|e| refuse(format!("resolves to {}: {e}", addr.ip())))?;
-                }
-            }
-            Ok(Box::new(addrs.into_iter()) as Addrs)
-        })
-    }
+    toolplane_egress::apply(builder, policy, EGRESS_DENIED, Redirects::Follow)
 }
 
 #[cfg(test)]
@@ -174,5 +107,27 @@ mod tests {
         let err = call(&client).await;
         assert!(!err.contains("egress"), "{err}");
         ModelClient::new(endpoint("http://169.254.169.254/v1"), &laptop).unwrap();
+    }
+
+    /// Per-cell egress: a run of cell `a` gets a model client for an internal endpoint its cell
+    /// allows; a run of cell `b` is refused the same endpoint (docs/egress.md, "Per cell").
+    #[test]
+    fn a_cell_reaches_the_model_endpoint_its_own_egress_allows() {
+        use crate::context::ports::Models;
+        let mut egress = deployed(&[]);
+        egress.cells.insert(
+            "a".into(),
+            toolplane_core::egress::CellEgress {
+                allowed_cidrs: vec!["10.0.3.0/24".parse().unwrap()],
+                ..Default::default()
+            },
+        );
+        let models = crate::peers::models::HttpModels { egress };
+        let url = "http://10.0.3.7/v1";
+        models.client("a", endpoint(url)).unwrap();
+        for cell in ["b", "default"] {
+            let err = models.client(cell, endpoint(url)).err().unwrap();
+            assert!(err.starts_with("model.egress_denied: "), "{cell}: {err}");
+        }
     }
 }

@@ -8,15 +8,18 @@ use toolplane_core::egress::EgressPolicy;
 use crate::context::ports::{ModelCall, Models};
 use crate::model::provider::{CallError, Endpoint, ModelClient};
 
-/// Model clients over HTTP, one per invocation, under the runtime's egress policy.
+/// Model clients over HTTP, one per invocation, under the egress policy of the run's cell.
 #[derive(Debug, Default)]
 pub struct HttpModels {
     pub egress: EgressPolicy,
 }
 
 impl Models for HttpModels {
-    fn client(&self, endpoint: Endpoint) -> Result<Box<dyn ModelCall>, String> {
-        Ok(Box::new(ModelClient::new(endpoint, &self.egress)?))
+    fn client(&self, cell: &str, endpoint: Endpoint) -> Result<Box<dyn ModelCall>, String> {
+        Ok(Box::new(ModelClient::new(
+            endpoint,
+            &self.egress.for_cell(cell),
+        )?))
     }
 }
 

@@ -143,7 +143,7 @@ async fn drive(
     let mut client = rt
         .ports
         .models
-        .client(endpoint)
+        .client(&run.cell, endpoint)
         .map_err(RuntimeError::invalid)?;
     let mut system = system_prompt(&inv, &record.system_prompt).await;
     let mut history: Vec<Value> = vec![user_message(
@@ -169,7 +169,7 @@ async fn drive(
             LoopEnd::HandedOff(h) => {
                 // The target runs on its own model endpoint when it has one, else on the run's.
                 if let Some(e) = h.endpoint
-                    && let Ok(c) = rt.ports.models.client(e)
+                    && let Ok(c) = rt.ports.models.client(&run.cell, e)
                 {
                     client = c;
                 }

@@ -462,7 +462,7 @@ impl ModelCall for Flaky {
 }
 
 impl Models for Memory {
-    fn client(&self, endpoint: Endpoint) -> Result<Box<dyn ModelCall>, String> {
+    fn client(&self, _cell: &str, endpoint: Endpoint) -> Result<Box<dyn ModelCall>, String> {
         Ok(Box::new(Flaky {
             client: ModelClient::new(endpoint, &Default::default())?,
             failures: Arc::clone(&self.model_failures),
