@@ -14,6 +14,10 @@
 //!   `tonic-reflection`.
 //! - [`reflection`] (feature `reflection`): the reflection services every toolplane server
 //!   mounts, listing only the services that server answers, built on the first reflection request.
+//! - [`status`]: the one way every server builds an error status, with its `google.rpc` details
+//!   (`ErrorInfo`, `RetryInfo`, `BadRequest`).
+//! - [`idempotency`]: the first answer to a creating request's `request_id`, replayed to its retries.
+//! - [`page_token`]: the opaque, versioned page tokens every listing issues and validates.
 
 /// Package `toolplane.v1`: the production wire contract.
 #[allow(
@@ -59,3 +63,7 @@ pub const FILE_DESCRIPTOR_SET: &[u8] =
 
 #[cfg(feature = "reflection")]
 pub mod reflection;
+
+pub mod idempotency;
+pub mod page_token;
+pub mod status;

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
+use toolplane_proto::idempotency::Replays;
 use toolplane_proto::v1 as pb;
 use toolplane_proto::v1::catalog_service_server::CatalogService;
 use toolplane_proto::v1::profile_service_server::ProfileService;
@@ -28,11 +29,16 @@ const MAX_PAGE: usize = 1000;
 #[derive(Debug, Clone)]
 pub struct CatalogGrpc {
     catalog: Arc<Catalog>,
+    /// `PutProfile`'s answers per `request_id` (docs/errors.md, "Retrying creates").
+    puts: Arc<Replays<pb::PutProfileRequest, pb::PutProfileResponse>>,
 }
 
 impl CatalogGrpc {
     pub fn new(catalog: Arc<Catalog>) -> Self {
-        CatalogGrpc { catalog }
+        CatalogGrpc {
+            catalog,
+            puts: Arc::default(),
+        }
     }
 }
 
@@ -241,12 +247,12 @@ impl CatalogService for CatalogGrpc {
             .list_hosts(
                 &cell,
                 query::page_size(r.page_size, DEFAULT_PAGE, MAX_PAGE),
-                &r.page_token,
+                &query::cursor("catalog.hosts", &r.page_token)?,
             )
             .await?;
         Ok(Response::new(pb::ListToolHostsResponse {
             hosts: page.hosts.iter().map(convert::host_to_proto).collect(),
-            next_page_token: page.next.unwrap_or_default(),
+            next_page_token: query::next_token("catalog.hosts", page.next),
         }))
     }
 
@@ -275,20 +281,23 @@ impl ProfileService for CatalogGrpc {
         if !r.profile_id.is_empty() {
             parse_segment("profile id", &r.profile_id)?;
         }
-        let (stored, warnings) = self
-            .catalog
-            .put_profile(PutProfile {
-                cell: &cell,
-                profile_id: &r.profile_id,
-                text: &r.profile_json,
-                expected_version: r.expected_version,
-                validate_only: r.validate_only,
+        let answer = self.puts.once(&r.cell_id, &r.request_id, &r, || async {
+            let (stored, warnings) = self
+                .catalog
+                .put_profile(PutProfile {
+                    cell: &cell,
+                    profile_id: &r.profile_id,
+                    text: &r.profile_json,
+                    expected_version: r.expected_version,
+                    validate_only: r.validate_only,
+                })
+                .await?;
+            Ok(pb::PutProfileResponse {
+                profile: Some(stored_to_proto(&stored)),
+                warnings: warnings.iter().map(convert::diagnostic_to_proto).collect(),
             })
-            .await?;
-        Ok(Response::new(pb::PutProfileResponse {
-            profile: Some(stored_to_proto(&stored)),
-            warnings: warnings.iter().map(convert::diagnostic_to_proto).collect(),
-        }))
+        });
+        Ok(Response::new(answer.await?))
     }
 
     async fn get_profile(
@@ -314,12 +323,12 @@ impl ProfileService for CatalogGrpc {
             .list_profiles(
                 &cell,
                 query::page_size(r.page_size, DEFAULT_PAGE, MAX_PAGE),
-                &r.page_token,
+                &query::cursor("catalog.profiles", &r.page_token)?,
             )
             .await?;
         Ok(Response::new(pb::ListProfilesResponse {
             profiles: page.profiles.iter().map(stored_to_proto).collect(),
-            next_page_token: page.next.unwrap_or_default(),
+            next_page_token: query::next_token("catalog.profiles", page.next),
         }))
     }
 

@@ -2,11 +2,13 @@
 //! served on one port. Each method decodes its request (through [`crate::convert`]), calls
 //! [`McpProxy`], and encodes the answer; no decisions are made here.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 use toolplane_auth::Caller;
+use toolplane_proto::idempotency::Replays;
 use toolplane_proto::v1 as pb;
 use toolplane_proto::v1::mcp_proxy_service_server::McpProxyService;
 use toolplane_proto::v1::tool_executor_server::ToolExecutor;
@@ -20,11 +22,16 @@ use crate::proxy::{McpProxy, UpsertInput};
 #[derive(Debug, Clone)]
 pub struct GrpcProxy {
     proxy: McpProxy,
+    /// `UpsertServer`'s answers per `request_id` (docs/errors.md, "Retrying creates").
+    upserts: Arc<Replays<pb::UpsertServerRequest, pb::UpsertServerResponse>>,
 }
 
 impl GrpcProxy {
     pub fn new(proxy: McpProxy) -> GrpcProxy {
-        GrpcProxy { proxy }
+        GrpcProxy {
+            proxy,
+            upserts: Arc::default(),
+        }
     }
 }
 
@@ -66,25 +73,29 @@ impl McpProxyService for GrpcProxy {
     ) -> Result<Response<pb::UpsertServerResponse>, Status> {
         let caller = request.extensions().get::<Caller>().cloned();
         let r = crate::cells::scoped(request)?;
-        let input = UpsertInput {
-            cell_id: r.cell_id,
-            server_id: r.server_id,
-            display_name: r.display_name,
-            transport: convert::transport_from(r.transport)?,
-            state: convert::state_from(r.initial_state)?,
-            limits: convert::limits_from(r.limits),
-            default_permission: convert::permission_from(r.default_permission)?,
-            tool_permissions: convert::tool_permissions_from(r.tool_permissions)?,
-            skip_refresh: r.skip_refresh,
-            expected_generation: r.expected_generation,
-            caller,
-        };
-        let (view, created, warnings) = self.proxy.upsert(input).await?;
-        Ok(Response::new(pb::UpsertServerResponse {
-            server: Some(convert::server_to(&view)),
-            created,
-            warnings: warnings.iter().map(convert::note_to).collect(),
-        }))
+        let (cell, key, keyed) = (r.cell_id.clone(), r.request_id.clone(), r.clone());
+        let answer = self.upserts.once(&cell, &key, &keyed, || async {
+            let input = UpsertInput {
+                cell_id: r.cell_id,
+                server_id: r.server_id,
+                display_name: r.display_name,
+                transport: convert::transport_from(r.transport)?,
+                state: convert::state_from(r.initial_state)?,
+                limits: convert::limits_from(r.limits),
+                default_permission: convert::permission_from(r.default_permission)?,
+                tool_permissions: convert::tool_permissions_from(r.tool_permissions)?,
+                skip_refresh: r.skip_refresh,
+                expected_generation: r.expected_generation,
+                caller,
+            };
+            let (view, created, warnings) = self.proxy.upsert(input).await?;
+            Ok(pb::UpsertServerResponse {
+                server: Some(convert::server_to(&view)),
+                created,
+                warnings: warnings.iter().map(convert::note_to).collect(),
+            })
+        });
+        Ok(Response::new(answer.await?))
     }
 
     async fn deregister_server(
