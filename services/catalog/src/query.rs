@@ -410,7 +410,7 @@ mod tests {
         for bad in ["zz", "abc", "3a", &"00".repeat(2000)] {
             assert_eq!(
                 PageToken::decode(bad).unwrap_err().code(),
-                "catalog.invalid_request"
+                "request.invalid_page_token"
             );
         }
     }
@@ -436,7 +436,7 @@ mod tests {
         for bad in ["a\u{e9}b", "\u{e9}\u{e9}", "0\u{1f600}0", "zz"] {
             assert_eq!(
                 PageToken::decode(bad).unwrap_err().code(),
-                "catalog.invalid_request",
+                "request.invalid_page_token",
                 "{bad:?}"
             );
         }

@@ -53,7 +53,12 @@ async fn every_creating_rpc_retried_with_its_request_id_creates_once() {
     assert_eq!(first.get_ref(), again.get_ref());
     assert_eq!(first.get_ref().profile.as_ref().unwrap().version, 1);
     let other = json!({"id": "p1", "tools": {"allow": ["*"]}}).to_string();
-    mismatch(h.profiles.put_profile(put("put-1", &other)).await.unwrap_err());
+    mismatch(
+        h.profiles
+            .put_profile(put("put-1", &other))
+            .await
+            .unwrap_err(),
+    );
     let unkeyed = h.profiles.put_profile(put("", &doc)).await.unwrap_err();
     assert_eq!(unkeyed.code(), tonic::Code::Aborted, "{unkeyed:?}");
 
