@@ -93,6 +93,42 @@ impl AuthError {
         }
     }
 
+    /// This error as a gRPC status with its error details (`toolplane_proto::status`): a refusal
+    /// is UNAUTHENTICATED or PERMISSION_DENIED, a bad token request INVALID_ARGUMENT, an unknown
+    /// token NOT_FOUND; a failure of the plane is INTERNAL and its text stays in the log (it may
+    /// name stored keys).
+    pub fn to_status(&self) -> tonic::Status {
+        use tonic::Code;
+        let code = self.code();
+        let grpc = match code {
+            "auth.unauthenticated" => Code::Unauthenticated,
+            "auth.permission_denied" => Code::PermissionDenied,
+            "auth.invalid_role" | "auth.invalid_request" => Code::InvalidArgument,
+            "auth.token_not_found" => Code::NotFound,
+            _ => Code::Internal,
+        };
+        let mut details = toolplane_proto::status::Details::new();
+        match self {
+            AuthError::PermissionDenied { role, required } => {
+                details = details
+                    .meta("role", role.to_string())
+                    .meta("required_role", required.to_string());
+            }
+            AuthError::WrongCell { cell } => details = details.meta("cell_id", cell.clone()),
+            AuthError::InvalidRole { .. } => {
+                details = details.field("role", "not reader, agent or admin")
+            }
+            AuthError::TokenNotFound { id } => details = details.meta("token_id", id.clone()),
+            _ => {}
+        }
+        let message = if grpc == Code::Internal {
+            "the credential could not be checked".to_owned()
+        } else {
+            self.to_string()
+        };
+        toolplane_proto::status::status(grpc, code, &message, details)
+    }
+
     /// How the layer answers this error.
     pub fn refusal(&self) -> Refusal {
         match self.code() {

@@ -1,6 +1,7 @@
 //! The tower layer every service mounts, on its tonic server and on its HTTP server. Owns how a
 //! decision of [`Authenticator::authorize`] travels: the [`Caller`] into the request's
-//! extensions, or a refusal as a gRPC trailers-only response (`grpc-status` 16 or 7) or an HTTP
+//! extensions, or a refusal as a gRPC trailers-only response (`grpc-status` 16 or 7, with the
+//! error details of [`AuthError::to_status`]) or an HTTP
 //! 401 / 403 with a JSON body `{"code", "message"}`. Must never echo the credential.
 
 use std::future::Future;
@@ -119,17 +120,12 @@ fn refusal<B, ResBody>(
         _ => error.to_string(),
     };
     if is_grpc(request) {
-        let code = match kind {
-            Refusal::Unauthenticated => "16",
-            Refusal::PermissionDenied => "7",
-            Refusal::Internal => "13",
-        };
         let mut response = Response::new(AuthBody::Refusal { data: None });
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-        headers.insert("grpc-status", HeaderValue::from_static(code));
-        if let Ok(value) = HeaderValue::from_str(&percent_encode(&message)) {
-            headers.insert("grpc-message", value);
+        let status = error.to_status();
+        if status.add_header(headers).is_err() {
+            headers.insert("grpc-status", HeaderValue::from_static("13"));
         }
         return response;
     }
@@ -149,19 +145,6 @@ fn refusal<B, ResBody>(
         headers.insert("www-authenticate", HeaderValue::from_static("Bearer"));
     }
     response
-}
-
-/// `grpc-message` encoding: printable ASCII except `%` as is, everything else `%XX`.
-fn percent_encode(message: &str) -> String {
-    let mut out = String::with_capacity(message.len());
-    for byte in message.bytes() {
-        if (0x20..0x7f).contains(&byte) && byte != b'%' {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
 }
 
 pin_project! {
@@ -221,7 +204,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn grpc_messages_are_percent_encoded() {
-        assert_eq!(percent_encode("a b%c\né"), "a b%25c%0A%C3%A9");
+    fn a_grpc_refusal_carries_the_code_as_error_info() {
+        let request = http::Request::builder()
+            .header(CONTENT_TYPE, "application/grpc")
+            .body(())
+            .unwrap_or_default();
+        let error = AuthError::PermissionDenied {
+            role: crate::Role::Reader,
+            required: crate::Role::Admin,
+        };
+        let response: Response<AuthBody<()>> = refusal(&request, &error);
+        let status = tonic::Status::from_header_map(response.headers());
+        let Some(status) = status else {
+            panic!("no grpc-status in {:?}", response.headers());
+        };
+        assert_eq!(status.code(), tonic::Code::PermissionDenied);
+        assert!(
+            status.message().starts_with("auth.permission_denied: role"),
+            "{}",
+            status.message()
+        );
+        let info = toolplane_proto::status::error_code(&status);
+        assert_eq!(info.as_deref(), Some("auth.permission_denied"));
+        assert!(!status.details().is_empty());
     }
 }

@@ -200,6 +200,12 @@ codes! {
     WORKSPACE_COMMIT_REQUIRED = ("workspace.commit_required", Recoverable,
         "`workspace.finish` in a foreground run before any explicit `workspace.commit`");
 
+    // Request conventions every service shares.
+    REQUEST_INVALID_PAGE_TOKEN = ("request.invalid_page_token", InvalidInput,
+        "a `page_token` is not one this listing issued (altered, from another listing, or from an older format); start again with an empty token");
+    REQUEST_IDEMPOTENCY_MISMATCH = ("request.idempotency_mismatch", InvalidInput,
+        "a creating request reused a `request_id` that an earlier, different request of the same cell used; nothing was created");
+
     // The runtime.
     RUNTIME_NOT_FOUND = ("runtime.not_found", InvalidInput,
         "no run, invocation or snapshot with that id");
@@ -221,6 +227,8 @@ codes! {
         "the run was cancelled by a `CancelRun` request");
     RUNTIME_INVALID_REQUEST = ("runtime.invalid_request", InvalidInput,
         "a runtime request is missing a field or has a malformed one (run spec, provider format, epoch)");
+    RUNTIME_INTERNAL = ("runtime.internal", System,
+        "the runtime failed in a way no other code describes (a snapshot it cannot serialise); its log has the cause");
     MODEL_CALL_FAILED = ("model.call_failed", System,
         "the model endpoint failed after its retries (timeouts, 429 and 5xx are retried with backoff); retryable");
     MODEL_EGRESS_DENIED = ("model.egress_denied", PolicyDenied,

@@ -16,6 +16,10 @@
 //!   mounts, listing only the services that server answers, built on the first reflection request.
 //! - [`cells`]: [`cells::CellScoped`], the cells each request message names, for the services'
 //!   one rule that a request acts in its caller's cell.
+//! - [`status`]: the one way every server builds an error status, with its `google.rpc` details
+//!   (`ErrorInfo`, `RetryInfo`, `BadRequest`).
+//! - [`idempotency`]: the first answer to a creating request's `request_id`, replayed to its retries.
+//! - [`page_token`]: the opaque, versioned page tokens every listing issues and validates.
 
 /// Package `toolplane.v1`: the production wire contract.
 #[allow(
@@ -62,3 +66,7 @@ pub const FILE_DESCRIPTOR_SET: &[u8] =
 pub mod cells;
 #[cfg(feature = "reflection")]
 pub mod reflection;
+
+pub mod idempotency;
+pub mod page_token;
+pub mod status;

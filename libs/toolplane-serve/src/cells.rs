@@ -19,9 +19,7 @@ pub fn scoped<T: CellScoped>(request: Request<T>) -> Result<T, Status> {
         .unwrap_or_else(|| Caller::auth_off(""));
     let mut message = request.into_inner();
     for cell in message.cells() {
-        *cell = caller
-            .scope(cell)
-            .map_err(|e| Status::permission_denied(e.to_string()))?;
+        *cell = caller.scope(cell).map_err(|e| e.to_status())?;
     }
     Ok(message)
 }

@@ -143,10 +143,21 @@ where
     }
 }
 
+/// The status of a call whose handler panicked: [`PANIC_MESSAGE`], with its code as the error
+/// details' reason (`toolplane_proto::status`).
+fn panic_status() -> tonic::Status {
+    toolplane_proto::status::status(
+        tonic::Code::Internal,
+        "serve.handler_panicked",
+        PANIC_MESSAGE,
+        toolplane_proto::status::Details::new(),
+    )
+}
+
 /// The answer to a request whose handler panicked before it answered.
 fn panic_response<B>(protocol: Protocol) -> http::Response<PanicBody<B>> {
     match protocol {
-        Protocol::Grpc => tonic::Status::internal(PANIC_MESSAGE).into_http(),
+        Protocol::Grpc => panic_status().into_http(),
         Protocol::Http => {
             let mut answer = http::Response::new(PanicBody::last(Frame::data(Bytes::from_static(
                 PANIC_MESSAGE.as_bytes(),
@@ -164,13 +175,9 @@ fn panic_response<B>(protocol: Protocol) -> http::Response<PanicBody<B>> {
 /// The trailers that end a gRPC response whose body panicked while streaming.
 fn internal_trailers() -> HeaderMap {
     let mut trailers = HeaderMap::new();
-    trailers.insert("grpc-status", HeaderValue::from_static("13"));
-    trailers.insert(
-        "grpc-message",
-        HeaderValue::from_static(
-            "serve.handler_panicked:%20the%20server%20failed%20while%20answering",
-        ),
-    );
+    if panic_status().add_header(&mut trailers).is_err() {
+        trailers.insert("grpc-status", HeaderValue::from_static("13"));
+    }
     trailers
 }
 

@@ -332,7 +332,17 @@ impl From<CatalogError> for tonic::Status {
         ) {
             tracing::error!(code = e.code(), error = %e, "request failed");
         }
-        tonic::Status::new(e.grpc_code(), e.to_string())
+        let code = e.grpc_code();
+        let message = match &e {
+            CatalogError::Core(core) => core.message.clone(),
+            CatalogError::Coded { message, .. } => message.clone(),
+            CatalogError::Store(store) => store.to_string(),
+        };
+        let mut details = toolplane_proto::status::Details::new().meta("service", "catalog");
+        if let CatalogError::Store(StoreError::TooLarge { limit, .. }) = &e {
+            details = details.meta("limit", limit.to_string());
+        }
+        toolplane_proto::status::status(code, e.code(), &message, details)
     }
 }
 
@@ -368,6 +378,25 @@ mod tests {
                 "docs/catalog.md misses `{code}`"
             );
         }
+    }
+
+    /// A core error whose text already starts with its code states it once.
+    #[test]
+    fn statuses_state_the_code_once_and_carry_it_as_error_info() {
+        let core = CoreError::new(
+            toolplane_core::error::PROFILE_INVALID_SELECTOR,
+            "profile.invalid_selector: `mcp:` names no server",
+        );
+        let status = tonic::Status::from(CatalogError::Core(core));
+        assert_eq!(
+            status.message(),
+            "profile.invalid_selector: `mcp:` names no server"
+        );
+        assert_eq!(
+            toolplane_proto::status::error_code(&status).as_deref(),
+            Some("profile.invalid_selector")
+        );
+        assert!(!status.details().is_empty());
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 use toolplane_auth::AdminKind;
+use toolplane_proto::idempotency::Replays;
 use toolplane_proto::v1 as pb;
 use toolplane_proto::v1::catalog_service_server::CatalogService;
 use toolplane_proto::v1::profile_service_server::ProfileService;
@@ -32,6 +33,8 @@ const MAX_PAGE: usize = 1000;
 pub struct CatalogGrpc {
     catalog: Arc<Catalog>,
     audit: CatalogAudit,
+    /// `PutProfile`'s answers per `request_id` (docs/errors.md, "Retrying creates").
+    puts: Arc<Replays<pb::PutProfileRequest, pb::PutProfileResponse>>,
 }
 
 impl CatalogGrpc {
@@ -39,6 +42,7 @@ impl CatalogGrpc {
         CatalogGrpc {
             catalog,
             audit: CatalogAudit::default(),
+            puts: Arc::default(),
         }
     }
 
@@ -286,12 +290,12 @@ impl CatalogService for CatalogGrpc {
             .list_hosts(
                 &cell,
                 query::page_size(r.page_size, DEFAULT_PAGE, MAX_PAGE),
-                &r.page_token,
+                &query::cursor("catalog.hosts", &r.page_token)?,
             )
             .await?;
         Ok(Response::new(pb::ListToolHostsResponse {
             hosts: page.hosts.iter().map(convert::host_to_proto).collect(),
-            next_page_token: page.next.unwrap_or_default(),
+            next_page_token: query::next_token("catalog.hosts", page.next),
         }))
     }
 
@@ -321,33 +325,36 @@ impl ProfileService for CatalogGrpc {
         if !r.profile_id.is_empty() {
             parse_segment("profile id", &r.profile_id)?;
         }
-        let (stored, warnings) = self
-            .catalog
-            .put_profile(PutProfile {
-                cell: &cell,
-                profile_id: &r.profile_id,
-                text: &r.profile_json,
-                expected_version: r.expected_version,
-                validate_only: r.validate_only,
+        let answer = self.puts.once(&r.cell_id, &r.request_id, &r, || async {
+            let (stored, warnings) = self
+                .catalog
+                .put_profile(PutProfile {
+                    cell: &cell,
+                    profile_id: &r.profile_id,
+                    text: &r.profile_json,
+                    expected_version: r.expected_version,
+                    validate_only: r.validate_only,
+                })
+                .await?;
+            if !r.validate_only {
+                let summary = format!("profile written: version {}", stored.record.version);
+                self.audit
+                    .record(
+                        &caller,
+                        AdminKind::Profile,
+                        "PutProfile",
+                        cell.as_str(),
+                        &stored.record.profile_id,
+                        summary,
+                    )
+                    .await;
+            }
+            Ok(pb::PutProfileResponse {
+                profile: Some(stored_to_proto(&stored)),
+                warnings: warnings.iter().map(convert::diagnostic_to_proto).collect(),
             })
-            .await?;
-        if !r.validate_only {
-            let summary = format!("profile written: version {}", stored.record.version);
-            self.audit
-                .record(
-                    &caller,
-                    AdminKind::Profile,
-                    "PutProfile",
-                    cell.as_str(),
-                    &stored.record.profile_id,
-                    summary,
-                )
-                .await;
-        }
-        Ok(Response::new(pb::PutProfileResponse {
-            profile: Some(stored_to_proto(&stored)),
-            warnings: warnings.iter().map(convert::diagnostic_to_proto).collect(),
-        }))
+        });
+        Ok(Response::new(answer.await?))
     }
 
     async fn get_profile(
@@ -373,12 +380,12 @@ impl ProfileService for CatalogGrpc {
             .list_profiles(
                 &cell,
                 query::page_size(r.page_size, DEFAULT_PAGE, MAX_PAGE),
-                &r.page_token,
+                &query::cursor("catalog.profiles", &r.page_token)?,
             )
             .await?;
         Ok(Response::new(pb::ListProfilesResponse {
             profiles: page.profiles.iter().map(stored_to_proto).collect(),
-            next_page_token: page.next.unwrap_or_default(),
+            next_page_token: query::next_token("catalog.profiles", page.next),
         }))
     }
 

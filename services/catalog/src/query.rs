@@ -13,10 +13,12 @@
 
 use toolplane_core::catalog::ToolSource;
 use toolplane_core::category::Category;
+use toolplane_core::error::{CoreError, REQUEST_INVALID_PAGE_TOKEN};
 use toolplane_core::policy::{PlatformPolicy, PolicyLayers, UserPolicy};
 use toolplane_core::profile::Profile;
 use toolplane_core::selector::{ToolSelector, first_match};
 use toolplane_core::snapshot::{CompileRequest, ExitPolicy, InvocationToolSnapshot};
+use toolplane_proto::page_token;
 
 use crate::assembly::{Assembled, ListedTool};
 use crate::error::{CatalogError, diag};
@@ -114,36 +116,24 @@ pub struct PageToken {
 }
 
 impl PageToken {
+    /// The listing tool pages belong to (`toolplane_proto::page_token`).
+    pub const LISTING: &'static str = "catalog.tools";
+
+    /// The opaque token: `offset:last_id` as a `toolplane_proto::page_token`.
     pub fn encode(&self) -> String {
-        let raw = format!("{}:{}", self.offset, self.last_id);
-        raw.bytes().map(|b| format!("{b:02x}")).collect()
+        page_token::encode(Self::LISTING, &format!("{}:{}", self.offset, self.last_id))
     }
 
     pub fn decode(token: &str) -> Result<Option<PageToken>, CatalogError> {
-        if token.is_empty() {
+        let Some(cursor) = page_token::decode(Self::LISTING, token).map_err(invalid_token)? else {
             return Ok(None);
-        }
-        let bad = || CatalogError::invalid_request("page token is not one this service issued");
-        if token.len() > 2048 || !token.len().is_multiple_of(2) {
-            return Err(bad());
-        }
-        // Pairs of bytes, not of characters: the token is untrusted and need not be ASCII.
-        let hex = |b: u8| {
-            char::from(b)
-                .to_digit(16)
-                .and_then(|d| u8::try_from(d).ok())
-                .ok_or_else(bad)
         };
-        let bytes = token
-            .as_bytes()
-            .chunks_exact(2)
-            .map(|pair| match pair {
-                &[high, low] => Ok((hex(high)? << 4) | hex(low)?),
-                _ => Err(bad()),
+        let bad = || {
+            invalid_token(page_token::InvalidPageToken {
+                listing: Self::LISTING,
             })
-            .collect::<Result<Vec<u8>, CatalogError>>()?;
-        let raw = String::from_utf8(bytes).map_err(|_| bad())?;
-        let (offset, last_id) = raw.split_once(':').ok_or_else(bad)?;
+        };
+        let (offset, last_id) = cursor.split_once(':').ok_or_else(bad)?;
         Ok(Some(PageToken {
             offset: offset.parse().map_err(|_| bad())?,
             last_id: last_id.to_owned(),
@@ -166,6 +156,25 @@ impl PageToken {
             None => t.offset.min(ids.count()),
         }
     }
+}
+
+/// A refused page token: `request.invalid_page_token`.
+pub fn invalid_token(e: page_token::InvalidPageToken) -> CatalogError {
+    CatalogError::Core(CoreError::new(REQUEST_INVALID_PAGE_TOKEN, e.to_string()))
+}
+
+/// The cursor (a store key's last segment) of a hosts' or profiles' page token; empty for the
+/// first page.
+pub fn cursor(listing: &'static str, token: &str) -> Result<String, CatalogError> {
+    Ok(page_token::decode(listing, token)
+        .map_err(invalid_token)?
+        .unwrap_or_default())
+}
+
+/// The token of the page after `next`, a cursor [`cursor`] reads back; empty at the end.
+pub fn next_token(listing: &str, next: Option<String>) -> String {
+    next.map(|n| page_token::encode(listing, &n))
+        .unwrap_or_default()
 }
 
 /// Clamps a requested page size: 0 selects `default`, larger than `max` is `max`.
@@ -401,7 +410,7 @@ mod tests {
         for bad in ["zz", "abc", "3a", &"00".repeat(2000)] {
             assert_eq!(
                 PageToken::decode(bad).unwrap_err().code(),
-                "catalog.invalid_request"
+                "request.invalid_page_token"
             );
         }
     }
@@ -427,7 +436,7 @@ mod tests {
         for bad in ["a\u{e9}b", "\u{e9}\u{e9}", "0\u{1f600}0", "zz"] {
             assert_eq!(
                 PageToken::decode(bad).unwrap_err().code(),
-                "catalog.invalid_request",
+                "request.invalid_page_token",
                 "{bad:?}"
             );
         }

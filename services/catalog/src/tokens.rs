@@ -12,6 +12,7 @@
 //! Every token made or revoked leaves an admin audit record in the token's cell.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tonic::body::Body;
@@ -20,6 +21,7 @@ use tonic::{Request, Response, Status};
 use toolplane_auth::{
     AdminKind, AuthError, Caller, CallerKind, NewToken, Role, TokenInfo, TokenStore,
 };
+use toolplane_proto::idempotency::Replays;
 use toolplane_proto::v1 as pb;
 use toolplane_proto::v1::token_service_server::{TokenService, TokenServiceServer};
 use toolplane_serve::{LimitMessages, MessageLimits};
@@ -35,6 +37,8 @@ pub const TOKEN_NAMESPACE: &str = "auth";
 pub struct TokenGrpc {
     tokens: TokenStore,
     audit: CatalogAudit,
+    /// `CreateToken`'s answers per `request_id` (docs/errors.md, "Retrying creates").
+    creates: Arc<Replays<pb::CreateTokenRequest, pb::CreateTokenResponse>>,
 }
 
 impl TokenGrpc {
@@ -42,6 +46,7 @@ impl TokenGrpc {
         TokenGrpc {
             tokens,
             audit: CatalogAudit::default(),
+            creates: Arc::default(),
         }
     }
 
@@ -85,15 +90,17 @@ fn manages(caller: &Caller, cell: &str) -> bool {
 }
 
 fn status(e: AuthError) -> Status {
-    match e.code() {
-        "auth.invalid_role" | "auth.invalid_request" => Status::invalid_argument(e.to_string()),
-        "auth.token_not_found" => Status::not_found(e.to_string()),
-        "auth.permission_denied" => Status::permission_denied(e.to_string()),
-        _ => {
-            tracing::error!(code = e.code(), error = %e, "token service failed");
-            Status::internal(format!("{}: the token store failed", e.code()))
-        }
+    let status = e.to_status();
+    if status.code() != tonic::Code::Internal {
+        return status;
     }
+    tracing::error!(code = e.code(), error = %e, "token service failed");
+    toolplane_proto::status::status(
+        tonic::Code::Internal,
+        e.code(),
+        "the token store failed",
+        toolplane_proto::status::Details::new().meta("service", "catalog"),
+    )
 }
 
 fn info_pb(t: &TokenInfo) -> pb::TokenInfo {
@@ -119,44 +126,51 @@ impl TokenService for TokenGrpc {
         let cell = if r.cell_id.is_empty() {
             own_cell(&caller).to_owned()
         } else {
-            r.cell_id
+            r.cell_id.clone()
         };
         if !manages(&caller, &cell) {
             return Err(status(AuthError::WrongCell { cell }));
         }
         let role: Role = r.role.parse().map_err(status)?;
-        let name = if r.name.is_empty() {
-            role.as_str().to_owned()
-        } else {
-            r.name
+        let keyed = pb::CreateTokenRequest {
+            cell_id: cell.clone(),
+            ..r.clone()
         };
-        let created = self
-            .tokens
-            .create(NewToken {
-                name,
-                cell,
-                role,
-                expires_at_unix_ms: r.expires_at_unix_ms,
+        let answer = self.creates.once(&cell, &r.request_id, &keyed, || async {
+            let name = if r.name.is_empty() {
+                role.as_str().to_owned()
+            } else {
+                r.name.clone()
+            };
+            let created = self
+                .tokens
+                .create(NewToken {
+                    name,
+                    cell: cell.clone(),
+                    role,
+                    expires_at_unix_ms: r.expires_at_unix_ms,
+                })
+                .await
+                .map_err(status)?;
+            tracing::info!(token_id = %created.info.id, by = %caller.principal, "token created over gRPC");
+            let info = &created.info;
+            let summary = format!("token `{}` ({}) created", info.name, info.role);
+            self.audit
+                .record(
+                    &caller,
+                    AdminKind::Token,
+                    "CreateToken",
+                    &info.cell,
+                    &info.id,
+                    summary,
+                )
+                .await;
+            Ok(pb::CreateTokenResponse {
+                token: Some(info_pb(&created.info)),
+                secret: created.secret.expose().to_owned(),
             })
-            .await
-            .map_err(status)?;
-        tracing::info!(token_id = %created.info.id, by = %caller.principal, "token created over gRPC");
-        let info = &created.info;
-        let summary = format!("token `{}` ({}) created", info.name, info.role);
-        self.audit
-            .record(
-                &caller,
-                AdminKind::Token,
-                "CreateToken",
-                &info.cell,
-                &info.id,
-                summary,
-            )
-            .await;
-        Ok(Response::new(pb::CreateTokenResponse {
-            token: Some(info_pb(&created.info)),
-            secret: created.secret.expose().to_owned(),
-        }))
+        });
+        Ok(Response::new(answer.await?))
     }
 
     async fn list_tokens(

@@ -133,7 +133,7 @@ async fn filters_and_pages() {
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::InvalidArgument);
     assert!(
-        err.message().starts_with("catalog.invalid_request: "),
+        err.message().starts_with("request.invalid_page_token: "),
         "{}",
         err.message()
     );
@@ -148,7 +148,7 @@ async fn filters_and_pages() {
         let (status, _, body) = http_get(&c, &format!("/tools?page_token={token}")).await;
         assert_eq!(status, 400, "{token}: {body}");
         let err: Value = serde_json::from_str(&body).unwrap();
-        assert_eq!(err["code"], "catalog.invalid_request");
+        assert_eq!(err["code"], "request.invalid_page_token");
     }
     let (status, _, _) = http_get(&c, "/tools").await;
     assert_eq!(status, 200);

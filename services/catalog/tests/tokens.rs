@@ -35,6 +35,7 @@ fn create(cell: &str, role: &str) -> pb::CreateTokenRequest {
         role: role.into(),
         name: format!("{cell}-{role}"),
         expires_at_unix_ms: None,
+        request_id: String::new(),
     }
 }
 

@@ -43,7 +43,7 @@ codes! {
     MCP_EGRESS_DENIED = ("mcp.egress_denied", PolicyDenied,
         "a streamable HTTP URL, an address its host resolves to, or a redirect it answers with is refused by the proxy's egress policy (a registration answers PERMISSION_DENIED; a connection is not made)");
     MCP_INVALID_REQUEST = ("mcp.invalid_request", InvalidInput,
-        "a request field is malformed: a cell id, a page token, an unset state or permission, a tool name");
+        "a request field is malformed: a cell id, an unset state or permission, a tool name");
     MCP_SERVER_NOT_FOUND = ("mcp.server_not_found", Recoverable,
         "no registration has this id in the cell (an admin RPC answers NOT_FOUND; a call is not sent)");
     MCP_TOOL_NOT_FOUND = ("mcp.tool_not_found", Recoverable,
@@ -111,6 +111,13 @@ pub const TOOL_INVALID_ID: ProxyCode = ProxyCode {
     meaning: "see the core table",
 };
 
+/// A page token the proxy did not issue (the code every service shares for this).
+pub const REQUEST_INVALID_PAGE_TOKEN: ProxyCode = ProxyCode {
+    code: "request.invalid_page_token",
+    class: ErrorClass::InvalidInput,
+    meaning: "see the core table",
+};
+
 /// The error type of the mcp-proxy: a code and a lowercase message. `Display` starts with the
 /// code.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -146,7 +153,11 @@ impl ProxyError {
                 ErrorClass::Recoverable | ErrorClass::PolicyDenied => Code::FailedPrecondition,
             },
         };
-        tonic::Status::new(code, self.to_string())
+        let mut details = toolplane_proto::status::Details::new().meta("service", "mcp-proxy");
+        if self.code == MCP_SERVER_BUSY {
+            details = details.retry_after(std::time::Duration::from_secs(1));
+        }
+        toolplane_proto::status::status(code, self.code.code, &self.message, details)
     }
 }
 
@@ -191,6 +202,7 @@ mod tests {
             TOOL_TIMEOUT,
             TOOL_CANCELLED,
             TOOL_INVALID_ID,
+            REQUEST_INVALID_PAGE_TOKEN,
         ] {
             let core = toolplane_core::ErrorCode::lookup(c.code).unwrap();
             assert_eq!(core.class(), c.class, "{}", c.code);

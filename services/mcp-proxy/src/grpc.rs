@@ -3,11 +3,13 @@
 //! [`McpProxy`], and encodes the answer; no decisions are made here. Registration changes leave
 //! an admin audit record ([`crate::audit`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 use toolplane_auth::{AdminAuditLog, AdminChange, AdminKind, Caller};
+use toolplane_proto::idempotency::Replays;
 use toolplane_proto::v1 as pb;
 use toolplane_proto::v1::mcp_proxy_service_server::McpProxyService;
 use toolplane_proto::v1::tool_executor_server::ToolExecutor;
@@ -24,13 +26,19 @@ use crate::registration::cell_or_default;
 pub struct GrpcProxy {
     proxy: McpProxy,
     audit: Option<AdminAuditLog>,
+    /// `UpsertServer`'s answers per `request_id` (docs/errors.md, "Retrying creates").
+    upserts: Arc<Replays<pb::UpsertServerRequest, pb::UpsertServerResponse>>,
 }
 
 impl GrpcProxy {
     /// The service over `proxy`, recording registration changes in the proxy's admin audit.
     pub fn new(proxy: McpProxy) -> GrpcProxy {
         let audit = Some(audit::admin_audit(&proxy, None));
-        GrpcProxy { proxy, audit }
+        GrpcProxy {
+            proxy,
+            audit,
+            upserts: Arc::default(),
+        }
     }
 
     /// The same service, recording in `audit` (`None`: no record).
@@ -87,27 +95,32 @@ impl McpProxyService for GrpcProxy {
     ) -> Result<Response<pb::UpsertServerResponse>, Status> {
         let caller = request.extensions().get::<Caller>().cloned();
         let r = crate::cells::scoped(request)?;
-        let input = UpsertInput {
-            cell_id: r.cell_id,
-            server_id: r.server_id,
-            display_name: r.display_name,
-            transport: convert::transport_from(r.transport)?,
-            state: convert::state_from(r.initial_state)?,
-            limits: convert::limits_from(r.limits),
-            default_permission: convert::permission_from(r.default_permission)?,
-            tool_permissions: convert::tool_permissions_from(r.tool_permissions)?,
-            skip_refresh: r.skip_refresh,
-            expected_generation: r.expected_generation,
-            caller: caller.clone(),
-        };
-        let (view, created, warnings) = self.proxy.upsert(input).await?;
-        self.record(caller.as_ref(), audit::upsert_change(&view, created))
-            .await;
-        Ok(Response::new(pb::UpsertServerResponse {
-            server: Some(convert::server_to(&view)),
-            created,
-            warnings: warnings.iter().map(convert::note_to).collect(),
-        }))
+        let record_caller = caller.clone();
+        let (cell, key, keyed) = (r.cell_id.clone(), r.request_id.clone(), r.clone());
+        let answer = self.upserts.once(&cell, &key, &keyed, || async {
+            let input = UpsertInput {
+                cell_id: r.cell_id,
+                server_id: r.server_id,
+                display_name: r.display_name,
+                transport: convert::transport_from(r.transport)?,
+                state: convert::state_from(r.initial_state)?,
+                limits: convert::limits_from(r.limits),
+                default_permission: convert::permission_from(r.default_permission)?,
+                tool_permissions: convert::tool_permissions_from(r.tool_permissions)?,
+                skip_refresh: r.skip_refresh,
+                expected_generation: r.expected_generation,
+                caller,
+            };
+            let (view, created, warnings) = self.proxy.upsert(input).await?;
+            self.record(record_caller.as_ref(), audit::upsert_change(&view, created))
+                .await;
+            Ok(pb::UpsertServerResponse {
+                server: Some(convert::server_to(&view)),
+                created,
+                warnings: warnings.iter().map(convert::note_to).collect(),
+            })
+        });
+        Ok(Response::new(answer.await?))
     }
 
     async fn deregister_server(

@@ -28,7 +28,7 @@ use crate::connection::{Connection, connect};
 use crate::error::{
     MCP_CONNECTION_FAILED, MCP_DISCOVERY_FAILED, MCP_DUPLICATE_DISPLAY_NAME,
     MCP_GENERATION_MISMATCH, MCP_INVALID_REQUEST, MCP_SERVER_NOT_FOUND, MCP_SERVER_PAUSED,
-    MCP_SHUTTING_DOWN, MCP_TOO_MANY_SERVERS, ProxyError,
+    MCP_SHUTTING_DOWN, MCP_TOO_MANY_SERVERS, ProxyError, REQUEST_INVALID_PAGE_TOKEN,
 };
 use crate::persist::Persist;
 use crate::registration::{
@@ -973,7 +973,7 @@ impl McpProxy {
     ) -> Result<(Vec<ServerView>, String), ProxyError> {
         let cell = cell_or_default(cell_id)?;
         let size = page_len(page_size);
-        let after = decode_token(page_token)?;
+        let after = decode_token("mcp.servers", page_token)?;
         let servers = self.servers_of(&cell);
         let start = match &after {
             Some((name, _)) => servers
@@ -990,7 +990,7 @@ impl McpProxy {
             .collect();
         let next = if start + page.len() < servers.len() {
             page.last()
-                .map(|v| encode_token(&v.reg.display_name, 0))
+                .map(|v| encode_token("mcp.servers", &v.reg.display_name, 0))
                 .unwrap_or_default()
         } else {
             String::new()
@@ -1022,7 +1022,7 @@ impl McpProxy {
             ));
         }
         let size = page_len(page_size);
-        let resume = decode_token(page_token)?;
+        let resume = decode_token("mcp.tools", page_token)?;
         let query = query.to_lowercase();
         let mut out = Vec::new();
         for server in self.servers_of(&cell) {
@@ -1076,7 +1076,7 @@ impl McpProxy {
                     continue;
                 }
                 if out.len() == size {
-                    return Ok((out, encode_token(&reg.display_name, index)));
+                    return Ok((out, encode_token("mcp.tools", &reg.display_name, index)));
                 }
                 out.push(entry);
             }
@@ -1173,32 +1173,23 @@ fn page_len(page_size: u32) -> usize {
 }
 
 /// Page tokens: hex of `<display name>\n<index>`, opaque to callers.
-fn encode_token(name: &str, index: usize) -> String {
-    format!("{name}\n{index}")
-        .bytes()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+/// The opaque token (`toolplane_proto::page_token`) of a page resuming at `index` of the
+/// registration named `name`, in `listing` (`mcp.servers` or `mcp.tools`).
+fn encode_token(listing: &str, name: &str, index: usize) -> String {
+    toolplane_proto::page_token::encode(listing, &format!("{name}\n{index}"))
 }
 
-fn decode_token(token: &str) -> Result<Option<(String, usize)>, ProxyError> {
-    if token.is_empty() {
-        return Ok(None);
-    }
-    let bad = || {
-        ProxyError::new(
-            MCP_INVALID_REQUEST,
-            "page token is not one this proxy issued",
-        )
+fn decode_token(listing: &'static str, token: &str) -> Result<Option<(String, usize)>, ProxyError> {
+    let bad = |e: toolplane_proto::page_token::InvalidPageToken| {
+        ProxyError::new(REQUEST_INVALID_PAGE_TOKEN, e.to_string())
     };
-    if token.len() > 512 || !token.len().is_multiple_of(2) {
-        return Err(bad());
-    }
-    let bytes: Vec<u8> = (0..token.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(token.get(i..i + 2).unwrap_or("zz"), 16))
-        .collect::<Result<_, _>>()
-        .map_err(|_| bad())?;
-    let text = String::from_utf8(bytes).map_err(|_| bad())?;
-    let (name, index) = text.rsplit_once('\n').ok_or_else(bad)?;
-    Ok(Some((name.to_owned(), index.parse().map_err(|_| bad())?)))
+    let Some(cursor) = toolplane_proto::page_token::decode(listing, token).map_err(bad)? else {
+        return Ok(None);
+    };
+    let invalid = || bad(toolplane_proto::page_token::InvalidPageToken { listing });
+    let (name, index) = cursor.rsplit_once('\n').ok_or_else(invalid)?;
+    Ok(Some((
+        name.to_owned(),
+        index.parse().map_err(|_| invalid())?,
+    )))
 }

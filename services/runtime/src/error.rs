@@ -2,18 +2,31 @@
 //!
 //! Every error carries a stable code from the core's table; the code's class decides the status:
 //! provider-contract violations are `FAILED_PRECONDITION`, invalid input `INVALID_ARGUMENT` (or
-//! `NOT_FOUND`), system failures `UNAVAILABLE` / `INTERNAL`. Messages start with the code.
+//! `NOT_FOUND`), system failures `UNAVAILABLE` / `INTERNAL`. Statuses are made by
+//! `toolplane_proto::status`: the message states the code once and the details carry it as
+//! `ErrorInfo.reason`, with what a peer's refusal said when one caused the error (docs/errors.md,
+//! "Error details").
+
+use std::sync::Arc;
 
 use toolplane_core::error::{self as codes, CoreError, ErrorClass, ErrorCode};
+use toolplane_proto::status::{self as rich, Details};
 
-/// A runtime failure: a core error (code + message) with where it came from.
+/// A runtime failure: a core error (code + message), and the raw error details of the peer's
+/// status that caused it, if any.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{0}")]
-pub struct RuntimeError(pub CoreError);
+pub struct RuntimeError(pub CoreError, pub Option<Arc<[u8]>>);
 
 impl RuntimeError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        RuntimeError(CoreError::new(code, message))
+        RuntimeError(CoreError::new(code, message), None)
+    }
+
+    /// This error, caused by a peer's refusal whose raw status details these are.
+    pub fn caused_by(mut self, peer: Option<Arc<[u8]>>) -> Self {
+        self.1 = peer;
+        self
     }
 
     pub fn code(&self) -> ErrorCode {
@@ -39,47 +52,40 @@ impl RuntimeError {
 
 impl From<CoreError> for RuntimeError {
     fn from(e: CoreError) -> Self {
-        RuntimeError(e)
+        RuntimeError(e, None)
     }
 }
 
 impl From<RuntimeError> for tonic::Status {
     fn from(e: RuntimeError) -> tonic::Status {
+        use tonic::Code;
         let code = e.0.code;
-        let message = e.0.to_string();
-        match code.class() {
-            ErrorClass::ProviderContract => tonic::Status::failed_precondition(message),
-            ErrorClass::InvalidInput if code == codes::RUNTIME_NOT_FOUND => {
-                tonic::Status::not_found(message)
-            }
+        let grpc = match code.class() {
+            ErrorClass::ProviderContract => Code::FailedPrecondition,
+            ErrorClass::InvalidInput if code == codes::RUNTIME_NOT_FOUND => Code::NotFound,
             ErrorClass::InvalidInput
                 if code == codes::RUNTIME_INVOCATION_NOT_OPEN
                     || code == codes::RUNTIME_STALE_EPOCH =>
             {
-                tonic::Status::failed_precondition(message)
+                Code::FailedPrecondition
             }
-            ErrorClass::InvalidInput => tonic::Status::invalid_argument(message),
+            ErrorClass::InvalidInput => Code::InvalidArgument,
             ErrorClass::System
                 if code == codes::RUNTIME_DEPENDENCY_UNAVAILABLE
                     || code == codes::MODEL_CALL_FAILED =>
             {
-                tonic::Status::unavailable(message)
+                Code::Unavailable
             }
-            ErrorClass::System if code == codes::RUNTIME_CANCELLED => {
-                tonic::Status::cancelled(message)
-            }
-            ErrorClass::System => tonic::Status::internal(message),
-            ErrorClass::Recoverable | ErrorClass::PolicyDenied => {
-                tonic::Status::failed_precondition(message)
-            }
+            ErrorClass::System if code == codes::RUNTIME_CANCELLED => Code::Cancelled,
+            ErrorClass::System => Code::Internal,
+            ErrorClass::Recoverable | ErrorClass::PolicyDenied => Code::FailedPrecondition,
+        };
+        let mut details = Details::new().meta("service", "runtime");
+        if let Some(peer) = &e.1 {
+            details = details.caused_by(peer);
         }
+        rich::status(grpc, code.as_str(), &e.0.message, details)
     }
-}
-
-/// Reads the stable code at the start of another service's status message (`"workspace.x: …"`).
-pub fn status_code_prefix(status: &tonic::Status) -> Option<&str> {
-    let (code, _) = status.message().split_once(':')?;
-    toolplane_core::result::is_well_formed_code(code).then_some(code)
 }
 
 pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;

@@ -101,9 +101,9 @@ pub async fn start_on(
     auth: toolplane_auth::Authenticator,
 ) -> Result<RuntimeServer, RuntimeError> {
     let runtime = Runtime::open(cfg).await?;
-    let services = Services::new().add_service(RuntimeServiceServer::new(service::RuntimeGrpc {
-        rt: runtime.clone(),
-    }));
+    let services = Services::new().add_service(RuntimeServiceServer::new(
+        service::RuntimeGrpc::new(runtime.clone()),
+    ));
     let reaper = spawn_reaper(Arc::clone(&runtime));
     let options = ServeOptions::new("runtime")
         .max_message_bytes(MAX_REQUEST_BYTES)

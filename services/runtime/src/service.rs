@@ -25,6 +25,7 @@ use crate::state::{
     turn_id,
 };
 use crate::tools::agents::injection_text;
+use toolplane_proto::idempotency::Replays;
 
 mod cells;
 
@@ -34,6 +35,25 @@ const MAX_CALLS_JSON_BYTES: usize = 8 * 1024 * 1024;
 #[derive(Debug, Clone)]
 pub struct RuntimeGrpc {
     pub rt: Arc<Runtime>,
+    /// The answers of keyed creates, replayed to their retries.
+    pub creates: Arc<Creates>,
+}
+
+impl RuntimeGrpc {
+    pub fn new(rt: Arc<Runtime>) -> RuntimeGrpc {
+        RuntimeGrpc {
+            rt,
+            creates: Arc::default(),
+        }
+    }
+}
+
+/// The first answers of `CreateRun` and `StartRun` per `request_id` (docs/errors.md, "Retrying
+/// creates").
+#[derive(Debug, Default)]
+pub struct Creates {
+    create_run: Replays<pb::CreateRunRequest, pb::CreateRunResponse>,
+    start_run: Replays<pb::StartRunRequest, pb::StartRunResponse>,
 }
 
 pub fn run_pb(r: &RunRecord, last_seq: u64) -> pb::Run {
@@ -156,33 +176,40 @@ fn budget_pb(inner: &InvocationInner) -> pb::InvocationBudget {
 }
 
 /// An offset page over an in-memory list: `(start, size, next_page_token)`. The token is the
-/// offset of the next page; empty when there is none.
+/// opaque form (`toolplane_proto::page_token`) of the next page's offset in `listing`; empty when
+/// there is none.
 fn page_window(
-    page_size: u32,
-    default: u32,
-    max: u32,
+    listing: &'static str,
+    (page_size, default, max): (u32, u32, u32),
     token: &str,
     len: usize,
 ) -> Result<(usize, usize, String), Status> {
+    use toolplane_proto::page_token;
     let size = if page_size == 0 {
         default
     } else {
         page_size.min(max)
     } as usize;
-    let bad = || Status::invalid_argument("runtime.invalid_request: bad page token");
+    let bad = |message: String| {
+        Status::from(RuntimeError::new(
+            toolplane_core::error::REQUEST_INVALID_PAGE_TOKEN,
+            message,
+        ))
+    };
     // A token this service issued is an offset within the list; anything past its end (an
     // offset of `usize::MAX` included) was not issued here.
-    let start: usize = if token.is_empty() {
-        0
-    } else {
-        token.parse().map_err(|_| bad())?
+    let start: usize = match page_token::decode(listing, token) {
+        Ok(None) => 0,
+        Ok(Some(cursor)) => cursor
+            .parse()
+            .ok()
+            .filter(|start: &usize| *start <= len && cursor == start.to_string())
+            .ok_or_else(|| bad(format!("the page token was not issued by {listing}")))?,
+        Err(e) => return Err(bad(e.to_string())),
     };
-    if start > len {
-        return Err(bad());
-    }
     let end = start.saturating_add(size);
     let next = if end < len {
-        end.to_string()
+        page_token::encode(listing, &end.to_string())
     } else {
         String::new()
     };
@@ -201,10 +228,14 @@ impl RuntimeService for RuntimeGrpc {
         let caller = cells::caller(&request);
         let mut r = request.into_inner();
         r.cell_id = cells::scope(&caller, &r.cell_id)?;
-        let run = self.rt.create_run(new_run_from_create(r)?).await?;
-        Ok(Response::new(pb::CreateRunResponse {
-            run: Some(run_response(&self.rt, &run).await),
-        }))
+        let (cell, key, keyed) = (r.cell_id.clone(), r.request_id.clone(), r.clone());
+        let answer = self.creates.create_run.once(&cell, &key, &keyed, || async {
+            let run = self.rt.create_run(new_run_from_create(r)?).await?;
+            Ok(pb::CreateRunResponse {
+                run: Some(run_response(&self.rt, &run).await),
+            })
+        });
+        Ok(Response::new(answer.await?))
     }
 
     async fn start_run(
@@ -212,15 +243,22 @@ impl RuntimeService for RuntimeGrpc {
         request: Request<pb::StartRunRequest>,
     ) -> Result<Response<pb::StartRunResponse>, Status> {
         let caller = cells::caller(&request);
-        let mut spec = request
-            .into_inner()
+        let mut r = request.into_inner();
+        let mut spec = r
             .spec
+            .take()
             .ok_or_else(|| Status::from(RuntimeError::invalid("a run spec is required")))?;
         spec.cell_id = cells::scope(&caller, &spec.cell_id)?;
-        let run = crate::runloop::start(self.rt.clone(), run_start(spec, &self.rt.cfg)?).await?;
-        Ok(Response::new(pb::StartRunResponse {
-            run: Some(run_response(&self.rt, &run).await),
-        }))
+        let (cell, key) = (spec.cell_id.clone(), r.request_id.clone());
+        r.spec = Some(spec.clone());
+        let answer = self.creates.start_run.once(&cell, &key, &r, || async {
+            let run =
+                crate::runloop::start(self.rt.clone(), run_start(spec, &self.rt.cfg)?).await?;
+            Ok(pb::StartRunResponse {
+                run: Some(run_response(&self.rt, &run).await),
+            })
+        });
+        Ok(Response::new(answer.await?))
     }
 
     async fn get_run(
@@ -257,7 +295,12 @@ impl RuntimeService for RuntimeGrpc {
                 .cmp(&a.created_ms)
                 .then(a.run_id.cmp(&b.run_id))
         });
-        let (start, size, next) = page_window(r.page_size, 50, 500, &r.page_token, runs.len())?;
+        let (start, size, next) = page_window(
+            "runtime.runs",
+            (r.page_size, 50, 500),
+            &r.page_token,
+            runs.len(),
+        )?;
         let mut page: Vec<pb::Run> = Vec::with_capacity(size);
         for x in runs.iter().skip(start).take(size) {
             let last_seq = match self.rt.run(&x.run_id) {
@@ -496,7 +539,12 @@ impl RuntimeService for RuntimeGrpc {
         let r = request.into_inner();
         cells::run(&self.rt, &caller, &r.run_id)?;
         let all = self.rt.invocations_of(&r.run_id);
-        let (start, size, next) = page_window(r.page_size, 100, 1000, &r.page_token, all.len())?;
+        let (start, size, next) = page_window(
+            "runtime.invocations",
+            (r.page_size, 100, 1000),
+            &r.page_token,
+            all.len(),
+        )?;
         let mut out = Vec::new();
         for inv in all.iter().skip(start).take(size) {
             out.push(invocation_pb(inv).await);
@@ -515,8 +563,9 @@ impl RuntimeService for RuntimeGrpc {
         let id = request.into_inner().snapshot_id;
         let inv = cells::invocation(&self.rt, &caller, &id)?;
         let inner = inv.inner.lock().await;
-        let json = serde_json::to_string_pretty(&*inner.snapshot)
-            .map_err(|e| Status::internal(e.to_string()))?;
+        let json = serde_json::to_string_pretty(&*inner.snapshot).map_err(|e| {
+            RuntimeError::new(toolplane_core::error::RUNTIME_INTERNAL, e.to_string())
+        })?;
         Ok(Response::new(pb::GetSnapshotResponse {
             snapshot_json: json,
             summary: Some(convert::snapshot_summary_pb(
@@ -567,29 +616,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn page_tokens_past_the_list_are_refused_not_an_overflow() {
-        assert_eq!(
-            page_window(0, 50, 500, "", 120).unwrap(),
-            (0, 50, "50".into())
-        );
-        assert_eq!(
-            page_window(50, 50, 500, "100", 120).unwrap(),
-            (100, 50, String::new())
-        );
-        assert_eq!(
-            page_window(10, 50, 500, "120", 120).unwrap(),
-            (120, 10, String::new())
-        );
+    fn page_tokens_are_opaque_and_those_not_issued_are_refused() {
+        use toolplane_proto::page_token::encode;
+        let at = |offset: &str| encode("runtime.runs", offset);
+        let window = |size, token: &str| page_window("runtime.runs", (size, 50, 500), token, 120);
+        assert_eq!(window(0, "").unwrap(), (0, 50, at("50")));
+        assert_eq!(window(50, &at("100")).unwrap(), (100, 50, String::new()));
+        assert_eq!(window(10, &at("120")).unwrap(), (120, 10, String::new()));
         for bad in [
-            "121",
-            &usize::MAX.to_string(),
-            "18446744073709551616",
-            "-1",
-            "x",
-            "1e3",
+            at("121"),
+            at(&usize::MAX.to_string()),
+            at("18446744073709551616"),
+            at("-1"),
+            at("x"),
+            at("1e3"),
+            at("050"),
+            encode("runtime.invocations", "50"),
+            "50".to_owned(),
         ] {
-            let err = page_window(u32::MAX, 50, 500, bad, 120).unwrap_err();
+            let err = window(u32::MAX, &bad).unwrap_err();
             assert_eq!(err.code(), tonic::Code::InvalidArgument, "{bad}");
+            assert_eq!(
+                toolplane_proto::status::error_code(&err).as_deref(),
+                Some("request.invalid_page_token")
+            );
         }
     }
 }

@@ -76,7 +76,7 @@ async fn another_cells_ids_are_answered_exactly_like_missing_ones() {
     a.mem.put_profile(agent("writer", json!({})));
     let opened = run_in(&a, "run-a", "a").await;
     let inv_id = opened.invocation.id.clone();
-    let svc = RuntimeGrpc { rt: a.rt.clone() };
+    let svc = RuntimeGrpc::new(a.rt.clone());
 
     for b in [caller("b", Role::Agent), caller("b", Role::Admin)] {
         let hidden = svc
@@ -253,7 +253,7 @@ async fn tool_calls_on_another_cells_invocation_are_refused_before_any_tool_runs
     let a = alone().await;
     a.mem.put_profile(agent("writer", json!({})));
     let opened = run_in(&a, "run-a", "a").await;
-    let svc = RuntimeGrpc { rt: a.rt.clone() };
+    let svc = RuntimeGrpc::new(a.rt.clone());
     let before = a.mem.journal("run-a").len();
     let write = calls(&[(
         "c1",
@@ -283,7 +283,7 @@ async fn tool_calls_on_another_cells_invocation_are_refused_before_any_tool_runs
 async fn creating_a_run_names_no_other_cell_and_an_empty_cell_is_the_callers() {
     let a = alone().await;
     a.mem.put_profile(agent("writer", json!({})));
-    let svc = RuntimeGrpc { rt: a.rt.clone() };
+    let svc = RuntimeGrpc::new(a.rt.clone());
     let b = caller("b", Role::Agent);
     let refused = svc
         .create_run(as_caller(
@@ -320,7 +320,7 @@ async fn with_auth_off_the_request_names_the_cell_as_before() {
     a.mem.put_profile(agent("writer", json!({})));
     run_in(&a, "run-a", "a").await;
     run_in(&a, "run-b", "b").await;
-    let svc = RuntimeGrpc { rt: a.rt.clone() };
+    let svc = RuntimeGrpc::new(a.rt.clone());
     // No caller in the extensions (a server without the layer) and the auth-off caller alike.
     for request in [
         Request::new(pb::ListRunsRequest::default()),

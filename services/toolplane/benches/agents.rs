@@ -65,6 +65,7 @@ async fn root_run(rt: &mut RuntimeServiceClient<Channel>) {
                 mode: pb::RunMode::Background as i32,
                 ..Default::default()
             }),
+            request_id: String::new(),
         })
         .await
         .unwrap()

@@ -139,6 +139,7 @@ pub async fn run(eps: &Endpoints, out: Out) -> Result<pb::Run, CliError> {
             profile_json: profile().to_string(),
             expected_version: None,
             validate_only: false,
+            request_id: String::new(),
         })
         .await
         .map_err(|s| demo_err("putting the demo profile", catalog.err(s)))?;
@@ -160,6 +161,7 @@ pub async fn run(eps: &Endpoints, out: Out) -> Result<pb::Run, CliError> {
                 labels: [("source".to_owned(), "toolplane-demo".to_owned())].into_iter().collect(),
                 ..Default::default()
             }),
+            request_id: String::new(),
         })
         .await
         .map_err(|s| demo_err("starting the demo run", runtime.err(s)))?

@@ -229,6 +229,7 @@ async fn prepare(up: &Up) {
             profile_json: profile().to_string(),
             expected_version: None,
             validate_only: false,
+            request_id: String::new(),
         })
         .await
         .unwrap();

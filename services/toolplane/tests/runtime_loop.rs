@@ -357,7 +357,10 @@ async fn a_run_spec_naming_an_unknown_profile_is_refused_before_anything_is_crea
     bad.run_id = "never-created".into();
     let status = h
         .runtime
-        .start_run(pb::StartRunRequest { spec: Some(bad) })
+        .start_run(pb::StartRunRequest {
+            spec: Some(bad),
+            request_id: String::new(),
+        })
         .await
         .unwrap_err();
     assert_eq!(status.code(), tonic::Code::NotFound);
@@ -394,7 +397,10 @@ async fn a_run_with_no_usable_model_is_refused_before_anything_is_created() {
         s.run_id = format!("never-{profile}");
         let status = h
             .runtime
-            .start_run(pb::StartRunRequest { spec: Some(s) })
+            .start_run(pb::StartRunRequest {
+                spec: Some(s),
+                request_id: String::new(),
+            })
             .await
             .unwrap_err();
         assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
@@ -676,6 +682,7 @@ async fn a_format_the_endpoint_kind_cannot_speak_is_refused_at_start() {
             .runtime
             .start_run(pb::StartRunRequest {
                 spec: Some(s.clone()),
+                request_id: String::new(),
             })
             .await
             .unwrap_err();

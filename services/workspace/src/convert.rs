@@ -21,6 +21,29 @@ pub fn page_size(asked: u32, default: usize, max: usize) -> usize {
     }
 }
 
+/// The cursor of a page token `listing` issued (`toolplane_proto::page_token`); empty for the
+/// first page. A token it did not issue is `request.invalid_page_token`.
+pub fn page_cursor(listing: &'static str, token: &str) -> Result<String, WsError> {
+    toolplane_proto::page_token::decode(listing, token)
+        .map(Option::unwrap_or_default)
+        .map_err(|e| {
+            WsError::status(
+                toolplane_proto::page_token::CODE,
+                tonic::Code::InvalidArgument,
+                e.to_string(),
+            )
+        })
+}
+
+/// The token of the page after `cursor` in `listing`; empty at the end (an empty cursor).
+pub fn page_token(listing: &str, cursor: &str) -> String {
+    if cursor.is_empty() {
+        String::new()
+    } else {
+        toolplane_proto::page_token::encode(listing, cursor)
+    }
+}
+
 /// A run mode's number as the manifest keeps it: background, or foreground for anything else.
 pub fn run_mode(mode: i32) -> i32 {
     if mode == pb::RunMode::Background as i32 {

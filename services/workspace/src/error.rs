@@ -363,7 +363,8 @@ impl WsError {
             WsError::Status { status, .. } => *status,
             WsError::Tool { .. } => tonic::Code::FailedPrecondition,
         };
-        tonic::Status::new(code, self.to_string())
+        let details = toolplane_proto::status::Details::new().meta("service", "workspace");
+        toolplane_proto::status::status(code, self.code(), self.message(), details)
     }
 }
 

@@ -285,13 +285,16 @@ impl WorkspaceService for WorkspaceGrpc {
                 let query = ObjectQuery {
                     prefix: r.prefix,
                     page_size: convert::page_size(r.page_size, 100, 1000),
-                    page_token: r.page_token,
+                    page_token: convert::page_cursor("workspace.objects", &r.page_token)?,
                     include_hidden: r.include_hidden,
                 };
                 let page = self.ws.list_objects(&cell, &run, query).await?;
                 Ok(pb::ListObjectsResponse {
                     objects: page.objects.into_iter().map(convert::object).collect(),
-                    next_page_token: page.next_page_token,
+                    next_page_token: convert::page_token(
+                        "workspace.objects",
+                        &page.next_page_token,
+                    ),
                 })
             }
             .await,
@@ -463,12 +466,17 @@ impl WorkspaceService for WorkspaceGrpc {
             async {
                 let cell = cell_of(&r.cell_id)?;
                 valid_id("chat id", &r.chat_id)?;
-                let start: usize = if r.page_token.is_empty() {
+                let cursor = convert::page_cursor("workspace.chat_messages", &r.page_token)?;
+                let start: usize = if cursor.is_empty() {
                     0
                 } else {
-                    r.page_token
-                        .parse()
-                        .map_err(|_| WsError::invalid_request("bad page_token"))?
+                    cursor.parse().map_err(|_| {
+                        WsError::status(
+                            toolplane_proto::page_token::CODE,
+                            tonic::Code::InvalidArgument,
+                            "the page token was not issued by workspace.chat_messages",
+                        )
+                    })?
                 };
                 let page = convert::page_size(r.page_size, 100, 1000);
                 let (messages, next) = self
@@ -480,7 +488,9 @@ impl WorkspaceService for WorkspaceGrpc {
                         .iter()
                         .map(|(i, m)| convert::message(*i, m))
                         .collect(),
-                    next_page_token: next.map(|n| n.to_string()).unwrap_or_default(),
+                    next_page_token: next
+                        .map(|n| convert::page_token("workspace.chat_messages", &n.to_string()))
+                        .unwrap_or_default(),
                 })
             }
             .await,
@@ -537,10 +547,11 @@ impl WorkspaceService for WorkspaceGrpc {
             async {
                 let cell = cell_of(&r.cell_id)?;
                 let page = convert::page_size(r.page_size, 100, 1000);
-                let (skills, next) = self.ws.skill_page(&cell, &r.page_token, page).await?;
+                let after = convert::page_cursor("workspace.skills", &r.page_token)?;
+                let (skills, next) = self.ws.skill_page(&cell, &after, page).await?;
                 Ok(pb::ListSkillsResponse {
                     skills: skills.iter().map(convert::skill).collect(),
-                    next_page_token: next,
+                    next_page_token: convert::page_token("workspace.skills", &next),
                 })
             }
             .await,

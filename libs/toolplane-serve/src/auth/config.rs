@@ -33,6 +33,8 @@ pub struct AuthConfig {
     pub role_claim: Option<String>,
     /// `--auth-service-token-file`.
     pub service_token_file: Option<PathBuf>,
+    /// `--auth-token-cache-ms`.
+    pub token_cache_ms: Option<u64>,
 }
 
 impl AuthArgs {
@@ -60,6 +62,7 @@ impl AuthArgs {
                 .auth_service_token_file
                 .clone()
                 .or_else(|| file.service_token_file.clone()),
+            auth_token_cache_ms: self.auth_token_cache_ms.or(file.token_cache_ms),
         }
     }
 }
@@ -78,6 +81,7 @@ mod tests {
             cell_claim: Some("file_cell".into()),
             role_claim: Some("file_role".into()),
             service_token_file: Some("/file/service-token".into()),
+            token_cache_ms: Some(250),
         }
     }
 
@@ -96,6 +100,7 @@ mod tests {
             merged.auth_service_token_file,
             Some("/file/service-token".into())
         );
+        assert_eq!(merged.auth_token_cache_ms, Some(250));
     }
 
     #[test]
@@ -110,6 +115,7 @@ mod tests {
             auth_cell_claim: Some("flag_cell".into()),
             auth_role_claim: Some("flag_role".into()),
             auth_service_token_file: Some("/flag/service-token".into()),
+            auth_token_cache_ms: Some(0),
         };
         let merged = flags.over(&file());
         // Switched on by the file: a flag cannot switch it off.
@@ -124,6 +130,7 @@ mod tests {
             merged.auth_service_token_file,
             Some("/flag/service-token".into())
         );
+        assert_eq!(merged.auth_token_cache_ms, Some(0));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 use std::fmt::Debug;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -43,11 +44,13 @@ pub enum PortErrorKind {
 }
 
 /// A peer's refusal or failure: its class and its message, which starts with the peer's stable
-/// code when it has one (`"workspace.stale_file: …"`).
+/// code when it has one (`"workspace.stale_file: …"`), and the raw error details of its status
+/// (opaque here; relayed to the host with the error).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortError {
     pub kind: PortErrorKind,
     pub message: String,
+    pub details: Option<Arc<[u8]>>,
 }
 
 impl PortError {
@@ -55,6 +58,7 @@ impl PortError {
         PortError {
             kind,
             message: message.into(),
+            details: None,
         }
     }
 
@@ -76,13 +80,14 @@ impl PortError {
     /// class; anything else is an unavailable dependency.
     pub fn into_error(self, what: &str) -> RuntimeError {
         let message = format!("{what}: {}", self.message);
-        match self.kind {
+        let error = match self.kind {
             PortErrorKind::NotFound => RuntimeError::not_found(message),
             PortErrorKind::InvalidArgument
             | PortErrorKind::FailedPrecondition
             | PortErrorKind::AlreadyExists => RuntimeError::invalid(message),
             _ => RuntimeError::dependency(message),
-        }
+        };
+        error.caused_by(self.details)
     }
 }
 

@@ -32,10 +32,14 @@ pub fn port_error(status: &tonic::Status) -> PortError {
         | Code::PermissionDenied => PortErrorKind::Broken,
         _ => PortErrorKind::Other,
     };
-    PortError::new(kind, status.message())
+    let mut error = PortError::new(kind, status.message());
+    error.details = toolplane_proto::status::raw_details(status).map(Into::into);
+    error
 }
 
-/// A port error relayed to a host as a status.
+/// A port error relayed to a host as a status: the peer's message, and its details as they were
+/// (for a peer status without details, the code its message starts with, or
+/// `runtime.dependency_unavailable`).
 pub fn port_status(e: PortError) -> tonic::Status {
     let code = match e.kind {
         PortErrorKind::NotFound => tonic::Code::NotFound,
@@ -48,7 +52,16 @@ pub fn port_status(e: PortError) -> tonic::Status {
         PortErrorKind::Broken => tonic::Code::Internal,
         PortErrorKind::Other => tonic::Code::Unknown,
     };
-    tonic::Status::new(code, e.message)
+    match &e.details {
+        Some(raw) => toolplane_proto::status::relay(code, e.message, raw),
+        None => {
+            let reason = e
+                .code()
+                .unwrap_or(toolplane_core::error::RUNTIME_DEPENDENCY_UNAVAILABLE.as_str());
+            let details = toolplane_proto::status::Details::new().meta("service", "runtime");
+            toolplane_proto::status::status(code, reason, &e.message, details)
+        }
+    }
 }
 
 pub fn stored_profile(p: Option<pb::Profile>) -> StoredProfile {

@@ -24,9 +24,7 @@ pub fn caller<T>(request: &Request<T>) -> Caller {
 
 /// The cell a request naming `requested` acts in (PERMISSION_DENIED for another cell).
 pub fn scope(caller: &Caller, requested: &str) -> Result<String, Status> {
-    caller
-        .scope(requested)
-        .map_err(|e| Status::permission_denied(e.to_string()))
+    caller.scope(requested).map_err(|e| e.to_status())
 }
 
 /// The run `id`, when the caller may see it.

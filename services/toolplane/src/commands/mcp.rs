@@ -267,6 +267,7 @@ async fn add_server(
                 .collect(),
             skip_refresh: false,
             expected_generation: None,
+            request_id: String::new(),
         })
         .await
         .map_err(|s| conn.err(s))?

@@ -36,6 +36,7 @@ pub async fn run(command: ProfileCommand, eps: &Endpoints, out: Out) -> Result<(
                     profile_json: text,
                     expected_version: args.expected_version,
                     validate_only: args.check,
+                    request_id: String::new(),
                 })
                 .await
                 .map_err(|s| conn.err(s))?

@@ -47,7 +47,10 @@ pub async fn run(command: RunCommand, eps: &Endpoints, out: Out) -> Result<u8, C
             let Some(spec) = spec else { return Ok(0) };
             let model = describe_model(spec.model.as_ref());
             let run = rt
-                .start_run(pb::StartRunRequest { spec: Some(spec) })
+                .start_run(pb::StartRunRequest {
+                    spec: Some(spec),
+                    request_id: String::new(),
+                })
                 .await
                 .map_err(|s| conn.err(s))?
                 .into_inner()

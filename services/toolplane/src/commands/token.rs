@@ -31,6 +31,7 @@ pub async fn run(command: TokenCommand, eps: &Endpoints, out: Out) -> Result<(),
                     role,
                     name,
                     expires_at_unix_ms: expires_at,
+                    request_id: String::new(),
                 })
                 .await
                 .map_err(|s| conn.err(s))?

@@ -59,6 +59,7 @@ impl Harness {
                 profile_json: profile.to_string(),
                 expected_version: None,
                 validate_only: false,
+                request_id: String::new(),
             })
             .await
             .unwrap();
@@ -91,7 +92,10 @@ impl Harness {
     /// Starts a runtime-driven run; returns its id.
     pub async fn start_run(&mut self, spec: pb::RunSpec) -> String {
         self.runtime
-            .start_run(pb::StartRunRequest { spec: Some(spec) })
+            .start_run(pb::StartRunRequest {
+                spec: Some(spec),
+                request_id: String::new(),
+            })
             .await
             .unwrap()
             .into_inner()
