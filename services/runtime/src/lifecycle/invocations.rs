@@ -155,6 +155,7 @@ impl Runtime {
             failure: None,
             ended_ms: 0,
             returned: None,
+            held: None,
         };
         let inv = Arc::new(Invocation::new(
             invocation_id.clone(),
