@@ -114,7 +114,7 @@ fn empty_allow_means_no_tools_and_star_means_all_usable() {
     assert!(s.builtin("agent.delegate").is_none());
     handing_off.delegation.can_delegate = true;
     let s = compile(&handing_off, root(), PolicyLayers::default());
-    assert_eq!(s.bindings.len(), 18 + 3 + 1);
+    assert_eq!(s.bindings.len(), 19 + 3 + 1);
 }
 
 #[test]

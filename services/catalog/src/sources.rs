@@ -73,7 +73,7 @@ impl SourcedTool {
 ///
 /// A builtin is its `builtin:` id and a constant descriptor, so turning it into an entry cannot
 /// fail; should it, the tool would be missing, never misdescribed, and
-/// `builtins_are_the_cores_nineteen` would say so.
+/// `builtins_are_the_cores_twenty` would say so.
 pub fn builtin_tools() -> &'static [SourcedTool] {
     static TOOLS: OnceLock<Vec<SourcedTool>> = OnceLock::new();
     TOOLS.get_or_init(|| {
@@ -265,9 +265,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn builtins_are_the_cores_nineteen() {
+    fn builtins_are_the_cores_twenty() {
         let tools = builtin_tools();
-        assert_eq!(tools.len(), 19);
+        assert_eq!(tools.len(), 20);
         let task_return = tools
             .iter()
             .find(|t| t.id().is_builtin(builtin::TASK_RETURN))

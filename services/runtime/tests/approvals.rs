@@ -571,3 +571,64 @@ async fn after_a_restart_a_held_host_driven_call_is_lapsed_never_run() {
     assert!(!a.mem.executed().iter().any(|t| t.ends_with("delete_repo")));
     assert_eq!(rt.run("ap9").unwrap().snapshot().status, RunStatus::Failed);
 }
+
+#[tokio::test]
+async fn a_held_sub_agent_call_delegates_nothing_until_decided_and_a_denial_is_its_result() {
+    let a = alone().await;
+    let d = toolplane_core::descriptor::ToolDescriptor::new(
+        toolplane_core::ToolId::parse("agent/worker:run").unwrap(),
+        "Run the worker.",
+        json!({"type": "object", "properties": {"brief": {"type": "string"}}}),
+    )
+    .unwrap();
+    a.mem.add_tool(
+        toolplane_core::ToolOrigin::SubAgent {
+            profile_id: "worker".into(),
+        },
+        d,
+        None,
+    );
+    a.mem.put_profile(agent(
+        "lead",
+        json!({"tools": {"allow": ["agent/worker:*"], "approvalRequired": ["agent/worker:*"]}}),
+    ));
+    let opened = a.host_run("ap10", "lead").await;
+    let first = a
+        .first_turn(
+            &opened,
+            &calls(&[("c1", "agent__worker__run", json!({"brief": "go"}))]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(first.awaiting.len(), 1);
+    let held = a.rt.approvals.get(&first.awaiting[0].approval_id).unwrap();
+    assert_eq!(held.card["toolSource"], "agent/worker");
+    assert!(
+        a.mem.payloads("ap10", "agent_task_registered").is_empty(),
+        "nothing delegated"
+    );
+    let deny = Decision::Deny {
+        by: "alice".into(),
+        reason: "not now".into(),
+    };
+    a.rt.decide_approval(&held.id, None, deny).await.unwrap();
+    let done =
+        a.rt.collect_host_calls(
+            &opened.invocation,
+            &opened.turn_id,
+            Duration::from_secs(1),
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(
+        done.result_messages[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("not now")
+    );
+    assert!(
+        a.mem.payloads("ap10", "agent_task_registered").is_empty(),
+        "never delegated"
+    );
+}
