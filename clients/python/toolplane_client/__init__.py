@@ -150,10 +150,32 @@ class TurnResult:
     calls: list[Any]
     state: int
     failure: Any = None
+    #: Calls held for approval (``HeldCall``: call id, tool id, approval id). While not empty the
+    #: turn is not over: ``messages`` is empty and :meth:`Plane.collect_tool_results` collects it.
+    awaiting: list[Any] = field(default_factory=list)
 
     @property
     def finished(self) -> bool:
         return self.state == runtime_pb2.INVOCATION_STATE_FINISHED
+
+
+def _turn_result(invocation: Invocation, response: Any) -> TurnResult:
+    """An ``ExecuteToolCallsResponse`` as a :class:`TurnResult`, with ``invocation`` moved on."""
+    invocation.state = response.state
+    if response.HasField("next_turn"):
+        invocation.turn_id = response.next_turn.turn_id
+        if response.next_turn.HasField("tool_choice_json"):
+            key = "toolConfig" if invocation.provider_format == FORMATS["gemini"] else "tool_choice"
+            invocation.tools[key] = json.loads(response.next_turn.tool_choice_json)
+    return TurnResult(
+        messages=json.loads(response.result_messages_json or "[]"),
+        injected_messages=json.loads(response.injected_messages_json or "[]"),
+        results=list(response.results),
+        calls=list(response.calls),
+        state=response.state,
+        failure=response.failure if response.HasField("failure") else None,
+        awaiting=list(response.awaiting),
+    )
 
 
 _CHOICE_MODES = {
@@ -363,20 +385,61 @@ class Plane:
             if e.code != "runtime.invalid_request":
                 invocation.state = runtime_pb2.INVOCATION_STATE_FAILED
             raise
-        invocation.state = response.state
-        if response.HasField("next_turn"):
-            invocation.turn_id = response.next_turn.turn_id
-            if response.next_turn.HasField("tool_choice_json"):
-                key = "toolConfig" if invocation.provider_format == FORMATS["gemini"] else "tool_choice"
-                invocation.tools[key] = json.loads(response.next_turn.tool_choice_json)
-        return TurnResult(
-            messages=json.loads(response.result_messages_json or "[]"),
-            injected_messages=json.loads(response.injected_messages_json or "[]"),
-            results=list(response.results),
-            calls=list(response.calls),
-            state=response.state,
-            failure=response.failure if response.HasField("failure") else None,
+        return _turn_result(invocation, response)
+
+    def collect_tool_results(self, invocation: Invocation, wait_s: float = 30.0) -> TurnResult:
+        """Collects a turn whose calls were held for approval (``TurnResult.awaiting``), waiting up
+        to ``wait_s`` seconds (at most 60) for the decisions. When ``awaiting`` comes back empty,
+        ``messages`` holds every call of the turn, in order, and the invocation moved on to the
+        next turn; otherwise call it again later."""
+        response = _call(
+            self.runtime.CollectToolResults,
+            runtime_pb2.CollectToolResultsRequest(
+                invocation_id=invocation.id,
+                turn_id=invocation.turn_id,
+                wait_ms=int(min(max(wait_s, 0.0), 60.0) * 1000),
+            ),
+        ).response
+        return _turn_result(invocation, response)
+
+    def list_approvals(self, run_id: str = "", state: str = "pending") -> list[Any]:
+        """Approvals and ``ask_user`` questions of the caller's cell (``Approval`` messages),
+        newest first; ``state`` is pending, approved, denied, expired or all."""
+        states = {
+            "all": runtime_pb2.APPROVAL_STATE_UNSPECIFIED,
+            "pending": runtime_pb2.APPROVAL_STATE_PENDING,
+            "approved": runtime_pb2.APPROVAL_STATE_APPROVED,
+            "denied": runtime_pb2.APPROVAL_STATE_DENIED,
+            "expired": runtime_pb2.APPROVAL_STATE_EXPIRED,
+        }
+        out: list[Any] = []
+        token = ""
+        while True:
+            page = _call(
+                self.runtime.ListApprovals,
+                runtime_pb2.ListApprovalsRequest(run_id=run_id, state=states[state], page_size=1000, page_token=token),
+            )
+            out.extend(page.approvals)
+            token = page.next_page_token
+            if not token:
+                return out
+
+    def approve(self, approval_id: str, reason: str = "", remember: bool = False) -> Any:
+        """Approves a held call; ``remember`` approves later calls of the same tool in the run."""
+        request = runtime_pb2.DecideApprovalRequest(
+            approval_id=approval_id, approve=True, reason=reason, remember_for_run=remember
         )
+        return _call(self.runtime.DecideApproval, request).approval
+
+    def deny(self, approval_id: str, reason: str) -> Any:
+        """Denies a held call (or a question); the model reads the reason."""
+        request = runtime_pb2.DecideApprovalRequest(approval_id=approval_id, approve=False, reason=reason)
+        return _call(self.runtime.DecideApproval, request).approval
+
+    def answer(self, approval_id: str, text: str) -> Any:
+        """Answers an ``ask_user`` question; the answer is the tool's result."""
+        request = runtime_pb2.AnswerQuestionRequest(approval_id=approval_id, answer=text)
+        return _call(self.runtime.AnswerQuestion, request).approval
 
     def close_invocation(self, invocation: Invocation, reason: str = "") -> None:
         response = _call(

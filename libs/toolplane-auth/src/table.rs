@@ -52,6 +52,11 @@ pub const RPC_ROLES: &[(&str, Requirement)] = &[
     ("/toolplane.v1.RuntimeService/GetInvocation", READER),
     ("/toolplane.v1.RuntimeService/ListInvocations", READER),
     ("/toolplane.v1.RuntimeService/GetSnapshot", READER),
+    // Approvals: readers see them, agents and admins decide.
+    ("/toolplane.v1.RuntimeService/ListApprovals", READER),
+    ("/toolplane.v1.RuntimeService/DecideApproval", AGENT),
+    ("/toolplane.v1.RuntimeService/AnswerQuestion", AGENT),
+    ("/toolplane.v1.RuntimeService/CollectToolResults", AGENT),
     // workspace.proto: reads are reader; the writes only the runtime makes (they shape the
     // audit trail) are admin; a chat message from the host is agent; skills are admin.
     ("/toolplane.v1.WorkspaceService/CreateRunWorkspace", ADMIN),

@@ -20,6 +20,7 @@ pub const CHAT_SEARCH: &str = "chat.search";
 pub const CHAT_READ_MESSAGES: &str = "chat.read_messages";
 pub const WORLDINFO_READ_ACTIVATED: &str = "worldinfo.read_activated";
 pub const DICE_ROLL: &str = "dice.roll";
+pub const ASK_USER: &str = "ask_user";
 pub const SKILL_LIST: &str = "skill.list";
 pub const SKILL_SEARCH: &str = "skill.search";
 pub const SKILL_READ: &str = "skill.read";
@@ -36,7 +37,7 @@ pub const TOOLS_SEARCH: &str = "tools.search";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BuiltinExecutor {
     /// The runtime itself: `agent.*`, `task.return`, `workspace.commit`, `workspace.finish`,
-    /// `dice.roll`, `tools.search`.
+    /// `dice.roll`, `tools.search`, `ask_user`.
     RuntimeControl,
     /// The workspace service: the other `workspace.*`, `chat.*`, `skill.*`, `worldinfo.*`.
     Workspace,
@@ -46,7 +47,7 @@ pub enum BuiltinExecutor {
 pub fn executor_of(native: &str) -> Option<BuiltinExecutor> {
     match native {
         AGENT_LIST | AGENT_DELEGATE | AGENT_HANDOFF | AGENT_AWAIT | TASK_RETURN
-        | WORKSPACE_COMMIT | WORKSPACE_FINISH | DICE_ROLL | TOOLS_SEARCH => {
+        | WORKSPACE_COMMIT | WORKSPACE_FINISH | DICE_ROLL | TOOLS_SEARCH | ASK_USER => {
             Some(BuiltinExecutor::RuntimeControl)
         }
         CHAT_SEARCH
@@ -275,6 +276,16 @@ fn specs() -> Vec<Spec> {
             read_only: true,
         },
         Spec {
+            name: ASK_USER,
+            title: "Ask the user",
+            description: "Ask the person you work for a question and wait for the answer. Offer choices when the answer is one of a few options. Use it only when you cannot go on without them.",
+            schema: json!({"type": "object", "properties": {
+                "question": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "The question, complete enough to answer without context."},
+                "choices": {"type": "array", "maxItems": 10, "items": {"type": "string", "maxLength": 200}, "description": "Answers to pick from, if the answer is one of a few."}
+            }, "required": ["question"], "additionalProperties": false}),
+            read_only: true,
+        },
+        Spec {
             name: SKILL_LIST,
             title: "List skills",
             description: "List the skills available to you, with their names and one-line summaries. Read a skill's instructions with skill_read.",
@@ -381,7 +392,7 @@ mod tests {
             specs.len(),
             "every spec builds a valid descriptor"
         );
-        assert_eq!(descriptors.len(), 20);
+        assert_eq!(descriptors.len(), 21);
         for d in &descriptors {
             assert!(executor_of(d.id().native()).is_some(), "{}", d.id());
             assert!(d.title().is_some());

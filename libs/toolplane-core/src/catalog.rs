@@ -59,8 +59,8 @@ impl ToolSource {
     }
 }
 
-/// An MCP tool's permission. `Off` tools are never usable; `Ask` runs like `Allow`
-/// until approvals exist, and marks the binding as approval-required.
+/// An MCP tool's permission. `Off` tools are never usable; `Ask` marks the binding as
+/// approval-required, so each call is held for a person's decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum McpPermission {
@@ -392,7 +392,7 @@ impl ToolCatalog {
             }
             ToolSelector::Prefix { provider, .. } => self.by_provider.get(provider),
             ToolSelector::McpServer { server, .. } => self.by_server.get(server),
-            ToolSelector::AllMcp => {
+            ToolSelector::AllMcp | ToolSelector::Annotation(_) => {
                 return Box::new(
                     self.entries
                         .iter()

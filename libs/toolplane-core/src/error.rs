@@ -153,6 +153,10 @@ codes! {
         "a profile allows a tool the runtime injects itself (`builtin:task.return`)");
     POLICY_DENIED = ("policy.denied", PolicyDenied,
         "the call was refused by governance or a policy layer; the result names the reason");
+    POLICY_APPROVAL_DENIED = ("policy.approval_denied", Recoverable,
+        "a call held for approval was denied by a person, or its approval expired with the deny outcome; the result names who and why");
+    TOOL_QUESTION_TIMEOUT = ("tool.question_timeout", Recoverable,
+        "`ask_user` got no answer before its timeout");
 
     // The snapshot and the turn contract.
     SNAPSHOT_TOOL_OMITTED = ("snapshot.tool_omitted", Recoverable,
@@ -225,6 +229,10 @@ codes! {
         "a host-driven invocation saw no request for longer than the idle timeout and was closed");
     RUNTIME_CANCELLED = ("runtime.cancelled", System,
         "the run was cancelled by a `CancelRun` request");
+    RUNTIME_APPROVAL_DECIDED = ("runtime.approval_decided", InvalidInput,
+        "a decision or answer for an approval or question that is already approved, denied, answered or expired");
+    RUNTIME_APPROVAL_PENDING = ("runtime.approval_pending", InvalidInput,
+        "new tool calls for a host-driven turn whose held calls are not collected yet (`CollectToolResults`)");
     RUNTIME_INVALID_REQUEST = ("runtime.invalid_request", InvalidInput,
         "a runtime request is missing a field or has a malformed one (run spec, provider format, epoch)");
     RUNTIME_INTERNAL = ("runtime.internal", System,

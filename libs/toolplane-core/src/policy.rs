@@ -115,6 +115,8 @@ pub struct ToolDecision {
     /// (e.g. awaiting configuration) does not change the shape.
     pub callable: bool,
     pub approval_required: bool,
+    /// Which rule asked for approval, e.g. ``user policy `mcp:github/*` ``; `None` without one.
+    pub approval_rule: Option<String>,
     /// Why the tool is invisible; `None` when visible.
     pub reason: Option<OmitReason>,
     /// Calls this tool may make per invocation; `None` = only the total applies.
@@ -127,6 +129,7 @@ impl ToolDecision {
             visible: false,
             callable: false,
             approval_required: false,
+            approval_rule: None,
             reason: Some(reason),
             budget: None,
         }
@@ -190,13 +193,7 @@ pub fn resolve(
             ..
         }
     );
-    let approval_required = source_asks
-        || layers
-            .user
-            .is_some_and(|u| first_match(&u.approval_required, entry).is_some())
-        || layers
-            .platform
-            .is_some_and(|p| first_match(&p.approval_required, entry).is_some());
+    let approval_rule = approval_rule(entry, profile, layers, source_asks);
     let budget = layers
         .plan_node
         .and_then(|p| p.max_calls_per_tool)
@@ -205,10 +202,37 @@ pub fn resolve(
     ToolDecision {
         visible: true,
         callable: true,
-        approval_required,
+        approval_required: approval_rule.is_some(),
+        approval_rule,
         reason: None,
         budget,
     }
+}
+
+/// The first rule that asks for approval of `entry`: the MCP server's permission, the user
+/// policy, the platform policy, then the profile.
+fn approval_rule(
+    entry: &CatalogEntry,
+    profile: &Profile,
+    layers: &PolicyLayers<'_>,
+    source_asks: bool,
+) -> Option<String> {
+    if source_asks {
+        return Some("MCP permission ask".to_owned());
+    }
+    if let Some(sel) = layers
+        .user
+        .and_then(|u| first_match(&u.approval_required, entry))
+    {
+        return Some(format!("user policy `{sel}`"));
+    }
+    if let Some(sel) = layers
+        .platform
+        .and_then(|p| first_match(&p.approval_required, entry))
+    {
+        return Some(format!("platform policy `{sel}`"));
+    }
+    first_match(&profile.tools.approval_required, entry).map(|sel| format!("profile `{sel}`"))
 }
 
 #[cfg(test)]

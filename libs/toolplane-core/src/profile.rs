@@ -75,6 +75,9 @@ pub struct ToolPolicy {
     pub allow: Vec<ToolSelector>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deny: Vec<ToolSelector>,
+    /// Tools whose calls are held for a person's approval before they run (docs/approvals.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approval_required: Vec<ToolSelector>,
     /// Total calls one invocation may make.
     #[serde(default = "default_max_calls")]
     pub max_calls_per_invocation: u32,

@@ -6,7 +6,10 @@
 //! - an MCP tool by server display name, `mcp:<server name>/<tool>`, `mcp:<server name>/<prefix>*`
 //!   or `mcp:<server name>/*` — so a profile can name MCP tools before their registration's UUID
 //!   is known; `mcp:<server name>` alone is `mcp:<server name>/*` (and is written back that way);
-//! - every MCP tool of every server, `mcp:*`.
+//! - every MCP tool of every server, `mcp:*`;
+//! - every tool whose descriptor sets a side-effect hint to true, `annotation:readOnly`,
+//!   `annotation:destructive`, `annotation:idempotent` or `annotation:openWorld` (MCP's
+//!   `readOnlyHint`, …), so "ask before any destructive tool" is one selector.
 //!
 //! A selector matches catalog entries; expanding a selector follows catalog order.
 // Parses untrusted input: no indexing, slicing or arithmetic that can panic (docs/limits.md,
@@ -22,6 +25,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::CatalogEntry;
+use crate::descriptor::ToolAnnotations;
 use crate::error::{CoreError, PROFILE_INVALID_SELECTOR};
 use crate::id::{Provider, ToolId};
 
@@ -44,6 +48,51 @@ pub enum ToolSelector {
         server: String,
         tool: NamePattern,
     },
+    /// Tools whose descriptor sets this side-effect hint to true.
+    Annotation(Hint),
+}
+
+/// A tool's side-effect hint, as MCP's tool annotations name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Hint {
+    ReadOnly,
+    Destructive,
+    Idempotent,
+    OpenWorld,
+}
+
+impl Hint {
+    /// The hint's name in selectors (`readOnly`, `destructive`, `idempotent`, `openWorld`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Hint::ReadOnly => "readOnly",
+            Hint::Destructive => "destructive",
+            Hint::Idempotent => "idempotent",
+            Hint::OpenWorld => "openWorld",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Hint> {
+        [
+            Hint::ReadOnly,
+            Hint::Destructive,
+            Hint::Idempotent,
+            Hint::OpenWorld,
+        ]
+        .into_iter()
+        .find(|h| h.as_str() == s)
+    }
+
+    /// Whether `annotations` set this hint to true (an unset hint does not match).
+    pub fn is_set(self, annotations: &ToolAnnotations) -> bool {
+        let v = match self {
+            Hint::ReadOnly => annotations.read_only_hint,
+            Hint::Destructive => annotations.destructive_hint,
+            Hint::Idempotent => annotations.idempotent_hint,
+            Hint::OpenWorld => annotations.open_world_hint,
+        };
+        v == Some(true)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -82,6 +131,11 @@ impl ToolSelector {
         }
         if s == "mcp:*" {
             return Ok(ToolSelector::AllMcp);
+        }
+        if let Some(hint) = s.strip_prefix("annotation:") {
+            return Hint::parse(hint).map(ToolSelector::Annotation).ok_or_else(|| {
+                err("expected `annotation:readOnly`, `destructive`, `idempotent` or `openWorld`")
+            });
         }
         if let Some(rest) = s.strip_prefix("mcp:") {
             let (server, tool) = rest.split_once('/').unwrap_or((rest, "*"));
@@ -131,7 +185,19 @@ impl ToolSelector {
     }
 
     pub fn matches(&self, entry: &CatalogEntry) -> bool {
-        let id = entry.id();
+        let none = ToolAnnotations::default();
+        let annotations = entry.descriptor().map_or(&none, |d| d.annotations());
+        self.matches_tool(entry.id(), entry.origin().server_name(), annotations)
+    }
+
+    /// Whether this selector matches a tool given by its id, its MCP server's display name (for
+    /// MCP tools) and its annotations: what a snapshot's binding still knows of its catalog entry.
+    pub fn matches_tool(
+        &self,
+        id: &ToolId,
+        server_name: Option<&str>,
+        annotations: &ToolAnnotations,
+    ) -> bool {
         match self {
             ToolSelector::All => true,
             ToolSelector::AllMcp => matches!(id.provider(), Provider::Mcp(_)),
@@ -140,8 +206,9 @@ impl ToolSelector {
                 id.provider() == provider && id.native().starts_with(prefix.as_str())
             }
             ToolSelector::McpServer { server, tool } => {
-                entry.origin().server_name() == Some(server.as_str()) && tool.matches(id.native())
+                server_name == Some(server.as_str()) && tool.matches(id.native())
             }
+            ToolSelector::Annotation(hint) => hint.is_set(annotations),
         }
     }
 }
@@ -161,6 +228,7 @@ impl fmt::Display for ToolSelector {
                 server,
                 tool: NamePattern::Prefix(p),
             } => write!(f, "mcp:{server}/{p}*"),
+            ToolSelector::Annotation(hint) => write!(f, "annotation:{}", hint.as_str()),
         }
     }
 }
@@ -193,7 +261,7 @@ pub fn first_match<'a>(
     clippy::string_slice
 )]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
     use crate::catalog::{McpPermission, ToolOrigin};
@@ -254,6 +322,57 @@ mod tests {
         assert!(!ToolSelector::parse("mcp:gitlab").unwrap().matches(&gh));
         let exact = ToolSelector::parse(&format!("mcp/{UUID}:create_issue")).unwrap();
         assert!(exact.matches(&gh) && exact.is_single_tool());
+    }
+
+    #[test]
+    fn annotation_selectors_match_hints_set_to_true() {
+        let hinted = |native: &str, annotations: Value| {
+            let id = ToolId::parse(&format!("mcp/{UUID}:{native}")).unwrap();
+            let annotations: ToolAnnotations = serde_json::from_value(annotations).unwrap();
+            let d = ToolDescriptor::new(id, "d", json!({"type": "object"}))
+                .unwrap()
+                .with_annotations(annotations);
+            CatalogEntry::usable(
+                ToolOrigin::Mcp {
+                    registration_id: UUID.into(),
+                    server_name: "github".into(),
+                    permission: McpPermission::Allow,
+                },
+                d,
+            )
+            .unwrap()
+        };
+        let delete = hinted(
+            "delete_repo",
+            json!({"destructiveHint": true, "openWorldHint": true}),
+        );
+        let read = hinted(
+            "get_repo",
+            json!({"readOnlyHint": true, "destructiveHint": false}),
+        );
+        let bare = builtin("dice.roll");
+        let cases = [
+            ("annotation:destructive", [true, false, false]),
+            ("annotation:readOnly", [false, true, false]),
+            ("annotation:openWorld", [true, false, false]),
+            ("annotation:idempotent", [false, false, false]),
+        ];
+        for (s, expect) in cases {
+            let sel = ToolSelector::parse(s).unwrap();
+            assert_eq!(sel.to_string(), s, "written back as read");
+            let got = [sel.matches(&delete), sel.matches(&read), sel.matches(&bare)];
+            assert_eq!(got, expect, "{s}");
+            assert!(!sel.is_single_tool());
+        }
+        for bad in [
+            "annotation:",
+            "annotation:destructiveHint",
+            "annotation:Destructive",
+            "annotation:*",
+        ] {
+            let e = ToolSelector::parse(bad).unwrap_err();
+            assert_eq!(e.code, PROFILE_INVALID_SELECTOR, "{bad}");
+        }
     }
 
     #[test]

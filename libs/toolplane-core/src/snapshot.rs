@@ -72,6 +72,9 @@ pub struct ToolBinding {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_calls: Option<u32>,
     pub approval_required: bool,
+    /// Which rule asked for approval (shown on the approval card); `None` without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_rule: Option<String>,
     pub progress_aware: bool,
     /// The MCP server display name, for MCP bindings.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -292,6 +295,7 @@ impl InvocationToolSnapshot {
                 executor,
                 max_calls: decision.budget,
                 approval_required: decision.approval_required,
+                approval_rule: decision.approval_rule.clone(),
                 server_name: entry.origin().server_name().map(str::to_owned),
                 descriptor,
             });
@@ -310,6 +314,7 @@ impl InvocationToolSnapshot {
                 executor: Executor::RuntimeControl,
                 max_calls: None,
                 approval_required: false,
+                approval_rule: None,
                 server_name: None,
                 descriptor: Arc::new(d.clone()),
             });

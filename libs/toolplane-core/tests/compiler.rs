@@ -95,9 +95,9 @@ fn empty_allow_means_no_tools_and_star_means_all_usable() {
         root(),
         PolicyLayers::default(),
     );
-    // 19 builtins minus the runtime-only task.return and the four agent tools (delegation is off
+    // 20 builtins minus the runtime-only task.return and the four agent tools (delegation is off
     // by default), 3 usable MCP tools, 1 external tool.
-    assert_eq!(all.bindings.len(), 14 + 3 + 1);
+    assert_eq!(all.bindings.len(), 15 + 3 + 1);
     assert!(all.builtin("task.return").is_none());
     assert!(omitted(&all).contains(&"builtin:agent.delegate (denied)".to_owned()));
 
@@ -114,7 +114,7 @@ fn empty_allow_means_no_tools_and_star_means_all_usable() {
     assert!(s.builtin("agent.delegate").is_none());
     handing_off.delegation.can_delegate = true;
     let s = compile(&handing_off, root(), PolicyLayers::default());
-    assert_eq!(s.bindings.len(), 18 + 3 + 1);
+    assert_eq!(s.bindings.len(), 19 + 3 + 1);
 }
 
 #[test]

@@ -41,6 +41,15 @@ const NOT_CODES: &[&str] = &[
     "chat.completion",
     // The file a registration's cached catalog is stored in.
     "catalog.json",
+    // The listings an opaque page token names (docs/errors.md, "Page tokens").
+    "catalog.hosts",
+    "catalog.profiles",
+    "catalog.tools",
+    "mcp.servers",
+    "mcp.tools",
+    "workspace.chat_messages",
+    "workspace.objects",
+    "workspace.skills",
 ];
 
 fn repo() -> PathBuf {

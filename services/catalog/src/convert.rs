@@ -442,7 +442,7 @@ pub fn mcp_tool_from_proto(t: pb::McpCachedTool) -> Result<SourcedTool, Diagnost
     {
         notes.push(Diagnostic::new(
             diag::MCP_PERMISSION_ASK,
-            "permission is ask: until approvals exist, the tool runs like allow",
+            "permission is ask: each call is held for approval before it runs",
             id.to_string(),
         ));
     }

@@ -166,7 +166,7 @@ pub mod diag {
     pub const POLICY_SELECTOR_MATCHES_NOTHING: &str = "policy.selector_matches_nothing";
     /// A registration's declared category differs from what its `readOnlyHint` suggests.
     pub const CATEGORY_DISAGREES_WITH_HINT: &str = "catalog.category_disagrees_with_hint";
-    /// An MCP tool with permission ASK: until approvals exist it runs like ALLOW (the
+    /// An MCP tool with permission ASK: each call is held for approval (the
     /// mcp-proxy's own code, added by the catalog when the proxy did not say so).
     pub const MCP_PERMISSION_ASK: &str = "mcp.permission_ask";
     /// A sub-agent tool whose profile has no model endpoint.
@@ -215,7 +215,7 @@ pub mod diag {
         ),
         (
             MCP_PERMISSION_ASK,
-            "permission ASK: until approvals exist the tool runs like ALLOW",
+            "permission ASK: each call is held for approval before it runs",
         ),
         (
             NO_MODEL_ENDPOINT,

@@ -267,7 +267,7 @@ mod tests {
     #[test]
     fn builtins_are_the_cores_twenty() {
         let tools = builtin_tools();
-        assert_eq!(tools.len(), 20);
+        assert_eq!(tools.len(), 21);
         let task_return = tools
             .iter()
             .find(|t| t.id().is_builtin(builtin::TASK_RETURN))

@@ -252,7 +252,7 @@ async fn a_registration_replaces_the_whole_set_under_its_generation() {
     assert_eq!(err.code(), tonic::Code::NotFound);
     assert!(err.message().starts_with("catalog.host_not_found: "));
     let (tools, _) = list_all(&mut client, pb::ListToolsRequest::default()).await;
-    assert_eq!(tools.len(), 20);
+    assert_eq!(tools.len(), 21);
     c.shutdown().await.unwrap();
 }
 

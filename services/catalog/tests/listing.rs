@@ -15,7 +15,7 @@ async fn builtin_tools_are_listed_over_grpc_and_http() {
     let mut client = catalog_client(&c).await;
     let (tools, first) = list_all(&mut client, pb::ListToolsRequest::default()).await;
     let ids = ids(&tools);
-    assert_eq!(ids.len(), 20, "{ids:?}");
+    assert_eq!(ids.len(), 21, "{ids:?}");
     assert_eq!(ids[0], "builtin:workspace.list_files");
     assert!(ids.contains(&"builtin:task.return".to_owned()));
     // Every listing carries a usable object schema and a category; the source states come along.
@@ -69,7 +69,7 @@ async fn filters_and_pages() {
     let c = start().await;
     let mut client = catalog_client(&c).await;
 
-    // Pages of 4 walk all 20 tools exactly once.
+    // Pages of 4 walk all 21 tools exactly once.
     let (paged, _) = list_all(
         &mut client,
         pb::ListToolsRequest {
@@ -209,7 +209,7 @@ async fn descriptions_are_plain_text_for_prompts() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(all.tools.len(), 20);
+    assert_eq!(all.tools.len(), 21);
 
     let err = client
         .describe_tools(pb::DescribeToolsRequest {
@@ -231,7 +231,7 @@ async fn an_unreachable_mcp_proxy_breaks_nothing_else() {
     let c = start_with(config).await;
     let mut client = catalog_client(&c).await;
     let (tools, first) = list_all(&mut client, pb::ListToolsRequest::default()).await;
-    assert_eq!(tools.len(), 20, "builtins are listed");
+    assert_eq!(tools.len(), 21, "builtins are listed");
     let mcp = first
         .sources
         .iter()
@@ -259,7 +259,7 @@ async fn an_unreachable_mcp_proxy_breaks_nothing_else() {
     let sources: Vec<Value> = serde_json::from_str(&body).unwrap();
     assert_eq!(sources[1]["source"], "mcp");
     assert_eq!(sources[1]["available"], false);
-    assert_eq!(sources[0]["toolCount"], 20);
+    assert_eq!(sources[0]["toolCount"], 21);
     c.shutdown().await.unwrap();
 }
 
@@ -333,7 +333,7 @@ async fn health_and_reflection_answer() {
     );
     assert!(
         metrics.contains(
-            "toolplane_catalog_tools{cell=\"default\",source=\"builtin\",usable=\"true\"} 20\n"
+            "toolplane_catalog_tools{cell=\"default\",source=\"builtin\",usable=\"true\"} 21\n"
         ),
         "{metrics}"
     );

@@ -397,7 +397,7 @@ pub fn usability(reg: &Registration, entry: ToolEntry<'_>) -> Usability {
         }
         McpPermission::Ask => notes.push(Note::of(
             MCP_PERMISSION_ASK,
-            "permission is ask: approvals do not exist yet, so calls run like allow",
+            "permission is ask: the runtime holds each call for approval",
             subject.clone(),
         )),
         McpPermission::Allow => {}

@@ -53,7 +53,7 @@ codes! {
     MCP_PERMISSION_OFF = ("mcp.permission_off", PolicyDenied,
         "the tool's permission is off; it is unusable and calls are not sent");
     MCP_PERMISSION_ASK = ("mcp.permission_ask", Recoverable,
-        "diagnostic: the tool's permission is ask, which runs like allow until approvals exist");
+        "diagnostic: the tool's permission is ask: the runtime holds each call for approval");
     MCP_NO_CACHE = ("mcp.no_cache", Recoverable,
         "diagnostic: a permission is stored for a tool that is not in the cached catalog");
     MCP_TOOL_UNUSABLE = ("mcp.tool_unusable", Recoverable,

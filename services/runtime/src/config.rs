@@ -60,6 +60,9 @@ pub struct RuntimeConfig {
     pub agent_await_timeout: Duration,
     /// `[auth]`: the authentication flags' settings; the flags override them (docs/auth.md).
     pub auth: toolplane_serve::auth::AuthConfig,
+    /// How long held calls and `ask_user` questions wait, and what happens when nobody decides
+    /// (docs/approvals.md).
+    pub approvals: ApprovalsConfig,
     /// The credential sent to the catalog, the workspace and the mcp-proxy
     /// (`authorization: Bearer …`) when they require one; never read from or written to the
     /// file: `--peer-token-file`, `TOOLPLANE_PEER_TOKEN`, or `toolplane up` set it (docs/auth.md).
@@ -99,8 +102,77 @@ impl Default for RuntimeConfig {
             agent_await_timeout: default_await_timeout(),
             model_context_budget_tokens: DEFAULT_CONTEXT_BUDGET_TOKENS,
             auth: toolplane_serve::auth::AuthConfig::default(),
+            approvals: ApprovalsConfig::default(),
             peer_token: None,
         }
+    }
+}
+
+/// What happens to a held call nobody decides in time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimeoutOutcome {
+    /// The call is answered `policy.approval_denied` (the default).
+    #[default]
+    Deny,
+    /// The call runs as if approved.
+    Approve,
+}
+
+/// Timeouts of held calls: the first rule whose `tools` selector matches the tool decides, else
+/// the defaults.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApprovalsConfig {
+    /// How long a held call waits for a decision, in seconds (default 3,600; 0 waits forever).
+    pub timeout_seconds: u64,
+    /// What an expired approval does (default deny).
+    pub on_timeout: TimeoutOutcome,
+    /// Per-tool timeouts.
+    pub rules: Vec<ApprovalRule>,
+}
+
+/// The timeout of the held calls of some tools.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApprovalRule {
+    /// Which tools (a tool selector: `mcp:github/*`, `annotation:destructive`, `builtin:ask_user`).
+    pub tools: toolplane_core::selector::ToolSelector,
+    /// Seconds to wait; 0 waits forever.
+    pub timeout_seconds: u64,
+    /// What an expiry does.
+    #[serde(default)]
+    pub on_timeout: TimeoutOutcome,
+}
+
+impl Default for ApprovalsConfig {
+    fn default() -> Self {
+        ApprovalsConfig {
+            timeout_seconds: 3_600,
+            on_timeout: TimeoutOutcome::Deny,
+            rules: Vec::new(),
+        }
+    }
+}
+
+impl ApprovalsConfig {
+    /// The timeout (`None`: never) and its outcome for a tool.
+    pub fn timeout_for(
+        &self,
+        binding: &toolplane_core::snapshot::ToolBinding,
+    ) -> (Option<Duration>, TimeoutOutcome) {
+        let rule = self.rules.iter().find(|r| {
+            r.tools.matches_tool(
+                binding.tool_id(),
+                binding.server_name.as_deref(),
+                binding.descriptor.annotations(),
+            )
+        });
+        let (secs, outcome) = match rule {
+            Some(r) => (r.timeout_seconds, r.on_timeout),
+            None => (self.timeout_seconds, self.on_timeout),
+        };
+        ((secs > 0).then(|| Duration::from_secs(secs)), outcome)
     }
 }
 

@@ -65,7 +65,9 @@ impl From<RuntimeError> for tonic::Status {
             ErrorClass::InvalidInput if code == codes::RUNTIME_NOT_FOUND => Code::NotFound,
             ErrorClass::InvalidInput
                 if code == codes::RUNTIME_INVOCATION_NOT_OPEN
-                    || code == codes::RUNTIME_STALE_EPOCH =>
+                    || code == codes::RUNTIME_STALE_EPOCH
+                    || code == codes::RUNTIME_APPROVAL_DECIDED
+                    || code == codes::RUNTIME_APPROVAL_PENDING =>
             {
                 Code::FailedPrecondition
             }

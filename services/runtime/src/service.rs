@@ -14,20 +14,20 @@ use toolplane_proto::v1::runtime_service_server::RuntimeService;
 
 use crate::context::Runtime;
 use crate::convert;
-use crate::convert::peers::{outcome_pb, port_status, stored_record_pb};
-use crate::convert::runs::{failure_pb, new_run_from_create, run_start, task_pb};
+use crate::convert::peers::{port_status, stored_record_pb};
+use crate::convert::runs::{failure_pb, new_run_from_create, run_start};
 use crate::error::RuntimeError;
 use crate::lifecycle::Opened;
-use crate::model::provider::user_message;
 use crate::pipeline::{HandedOff, HostCalls};
 use crate::state::{
     Driver, Invocation, InvocationInner, InvocationStatus, Run, RunMode, RunRecord, RunStatus,
     turn_id,
 };
-use crate::tools::agents::injection_text;
 use toolplane_proto::idempotency::Replays;
 
+mod approvals;
 mod cells;
+mod turns;
 
 /// Largest `calls_json` accepted.
 const MAX_CALLS_JSON_BYTES: usize = 8 * 1024 * 1024;
@@ -458,53 +458,35 @@ impl RuntimeService for RuntimeGrpc {
                 },
             )
             .await?;
-        let handoff = match &turn.handoff {
-            Some(h) => Some(handoff_pb(h).await),
-            None => None,
-        };
-        let injected_messages_json = if turn.injected.is_empty() {
-            "[]".to_owned()
-        } else {
-            Value::Array(vec![user_message(format, &injection_text(&turn.injected))]).to_string()
-        };
-        let inner = inv.inner.lock().await;
-        Ok(Response::new(pb::ExecuteToolCallsResponse {
-            result_messages_json: turn.result_messages.to_string(),
-            results: turn
-                .outcome
-                .results
-                .iter()
-                .map(convert::result_pb)
-                .collect(),
-            next_turn: turn.next_turn_id.as_ref().map(|id| {
-                convert::turn_pb(
-                    &inner.turn,
-                    id,
-                    turn.next_tools.as_ref().and_then(choice_json),
-                )
-            }),
-            state: inv_status_pb(turn.status),
-            injected_child_results: turn.injected.iter().map(task_pb).collect(),
-            injected_messages_json,
-            calls: turn
-                .outcome
-                .details
-                .iter()
-                .map(|d| pb::ToolCallDetail {
-                    call_id: d.call_id.clone(),
-                    tool_id: d.tool_id.clone(),
-                    alias: d.alias.clone(),
-                    outcome: outcome_pb(d.outcome),
-                    elapsed_ms: d.elapsed_ms,
-                    args_path: d.args_path.clone(),
-                    result_path: d.result_path.clone(),
-                    readable_view_path: d.readable_view_path.clone(),
-                })
-                .collect(),
-            budget: Some(budget_pb(&inner)),
-            handoff,
-            failure: turn.failure.as_ref().map(failure_pb),
-        }))
+        Ok(Response::new(turns::host_turn_pb(&inv, format, turn).await))
+    }
+
+    async fn list_approvals(
+        &self,
+        request: Request<pb::ListApprovalsRequest>,
+    ) -> Result<Response<pb::ListApprovalsResponse>, Status> {
+        approvals::list(&self.rt, request).await
+    }
+
+    async fn decide_approval(
+        &self,
+        request: Request<pb::DecideApprovalRequest>,
+    ) -> Result<Response<pb::DecideApprovalResponse>, Status> {
+        approvals::decide(&self.rt, request).await
+    }
+
+    async fn answer_question(
+        &self,
+        request: Request<pb::AnswerQuestionRequest>,
+    ) -> Result<Response<pb::AnswerQuestionResponse>, Status> {
+        approvals::answer(&self.rt, request).await
+    }
+
+    async fn collect_tool_results(
+        &self,
+        request: Request<pb::CollectToolResultsRequest>,
+    ) -> Result<Response<pb::CollectToolResultsResponse>, Status> {
+        approvals::collect(&self.rt, request).await
     }
 
     async fn close_invocation(

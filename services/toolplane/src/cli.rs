@@ -128,12 +128,67 @@ pub enum Command {
     /// Read the admin audit: who changed tokens, registrations, policies, profiles and skills.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Calls held for approval and `ask_user` questions of the cell.
+    #[command(subcommand)]
+    Approvals(ApprovalsCommand),
+    /// Approve a held call.
+    Approve(ApproveArgs),
+    /// Deny a held call (or a question); the reason reaches the model.
+    Deny(DenyArgs),
+    /// Answer an `ask_user` question; the answer is the tool's result.
+    Answer(AnswerArgs),
     /// A run's journal as a readable timeline: every tool call with its alias, duration, outcome,
     /// error code and audit paths.
     Events(EventsArgs),
     /// The demo's bundled MCP server over stdio (started by `up --demo` through the mcp-proxy).
     #[command(hide = true)]
     DemoMcpServer,
+}
+
+#[derive(Debug, Subcommand)]
+#[command(defer = true)]
+pub enum ApprovalsCommand {
+    /// List approvals and questions, newest first.
+    Ls(ApprovalsLsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ApprovalsLsArgs {
+    /// Only this run's.
+    #[arg(long)]
+    pub run: Option<String>,
+    /// Only in this state: pending, approved, denied or expired (default: pending; `all` for all).
+    #[arg(long, default_value = "pending")]
+    pub state: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    /// Approval id (`apr-…`).
+    pub id: String,
+    /// Also approve later calls of the same tool in this run without asking.
+    #[arg(long)]
+    pub remember: bool,
+    /// Why, for the journal.
+    #[arg(long, default_value = "")]
+    pub reason: String,
+}
+
+#[derive(Debug, Args)]
+pub struct DenyArgs {
+    /// Approval id (`apr-…`).
+    pub id: String,
+    /// Why; the model reads it.
+    #[arg(long)]
+    pub reason: String,
+}
+
+#[derive(Debug, Args)]
+pub struct AnswerArgs {
+    /// Approval id of the question (`apr-…`).
+    pub id: String,
+    /// The answer, as the model will read it.
+    pub text: String,
 }
 
 #[derive(Debug, Args)]
@@ -477,6 +532,18 @@ pub async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Token(c) => crate::commands::token::run(c, &eps, out).await.map(|()| 0),
         Command::Audit(c) => crate::commands::audit::run(c, &eps, out).await.map(|()| 0),
         Command::Events(a) => crate::commands::run::events(a, &eps, out).await.map(|()| 0),
+        Command::Approvals(ApprovalsCommand::Ls(a)) => crate::commands::approvals::ls(a, &eps, out)
+            .await
+            .map(|()| 0),
+        Command::Approve(a) => crate::commands::approvals::approve(a, &eps, out)
+            .await
+            .map(|()| 0),
+        Command::Deny(a) => crate::commands::approvals::deny(a, &eps, out)
+            .await
+            .map(|()| 0),
+        Command::Answer(a) => crate::commands::approvals::answer(a, &eps, out)
+            .await
+            .map(|()| 0),
         Command::DemoMcpServer => crate::demo_mcp::serve_stdio()
             .await
             .map(|()| 0)

@@ -247,6 +247,41 @@ impl Timeline {
                         .unwrap_or_default()
                 ),
             ),
+            "tool_call_awaiting_approval" => one(
+                "held",
+                if s(p, "kind") == "question" {
+                    format!(
+                        "{} asks: {} (answer with `toolplane answer {} TEXT`)",
+                        s(p, "alias"),
+                        p.get("card").map_or("", |c| s(c, "question")),
+                        s(p, "approvalId")
+                    )
+                } else {
+                    format!(
+                        "{} waits for approval {} ({})",
+                        s(p, "alias"),
+                        s(p, "approvalId"),
+                        p.get("card").map_or("", |c| s(c, "rule"))
+                    )
+                },
+            ),
+            "tool_call_approved" | "tool_call_denied" | "question_answered" => one(
+                "decided",
+                format!(
+                    "{} {} by {}{}",
+                    s(p, "alias"),
+                    match kind {
+                        "tool_call_approved" => "approved",
+                        "tool_call_denied" => "denied",
+                        _ => "answered",
+                    },
+                    s(p, "decidedBy"),
+                    Some(s(p, "reason"))
+                        .filter(|r| !r.is_empty())
+                        .map(|r| format!(": {r}"))
+                        .unwrap_or_default()
+                ),
+            ),
             "cycle_detected" => one(
                 "cycle",
                 format!(

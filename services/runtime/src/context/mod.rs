@@ -6,6 +6,7 @@
 //! provide. It never decides what a turn or a run does, and never names protobuf or tonic: the
 //! peers are reached only through the traits in [`ports`].
 
+pub mod approvals;
 pub mod journal;
 pub mod ports;
 
@@ -21,7 +22,7 @@ use crate::config::RuntimeConfig;
 use crate::error::RuntimeError;
 use crate::metrics::RuntimeMetrics;
 use crate::model::provider::{Endpoint, check_api_key_env, check_script_path};
-use crate::state::{Invocation, PendingTask, Run};
+use crate::state::{Approvals, Invocation, PendingTask, Run};
 use ports::{Catalog, Models, PortErrorKind, ToolHosts, Workspace};
 
 /// The peers the runtime talks to, each behind its port.
@@ -50,6 +51,8 @@ pub struct Runtime {
     me: OnceLock<Weak<Runtime>>,
     launcher: Arc<dyn TaskLauncher>,
     pub metrics: RuntimeMetrics,
+    /// Held calls and questions (docs/approvals.md).
+    pub approvals: Approvals,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -80,6 +83,7 @@ impl Runtime {
             me: OnceLock::new(),
             launcher,
             metrics: RuntimeMetrics::default(),
+            approvals: Approvals::default(),
         });
         let _ = rt.me.set(Arc::downgrade(&rt));
         rt

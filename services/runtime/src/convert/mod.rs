@@ -3,6 +3,7 @@
 //! adapters (`peers`), the only place of the runtime that knows protobuf; everything else speaks
 //! core and runtime types.
 
+pub mod approvals;
 pub mod peers;
 pub mod runs;
 

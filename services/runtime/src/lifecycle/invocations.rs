@@ -157,6 +157,7 @@ impl Runtime {
             returned: None,
             found: Vec::new(),
             search_index: None,
+            held: None,
         };
         let inv = Arc::new(Invocation::new(
             invocation_id.clone(),

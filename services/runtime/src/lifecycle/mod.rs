@@ -5,8 +5,10 @@
 //!
 //! Sits on `context` (the ports and the book); knows nothing of turns, tools or the loop.
 
+pub mod approvals;
 pub mod invocations;
 pub mod runs;
 
+pub use approvals::ApprovalFilter;
 pub use invocations::{Opened, check_epoch};
 pub use runs::{NewRun, driver_str};

@@ -169,6 +169,7 @@ impl Runtime {
     /// Runs left running by a previous process are failed as interrupted: nothing is silently
     /// lost, and the journal says so (docs/runtime.md).
     pub async fn recover(&self) {
+        self.load_approvals().await;
         let Ok(prefix) = key("runs") else { return };
         let mut after: Option<Key> = None;
         loop {
@@ -212,6 +213,11 @@ impl Runtime {
                 .into(),
             retryable: true,
         };
+        self.lapse_approvals(
+            &run.id,
+            "the runtime restarted while the call was held; the run was failed as interrupted",
+        )
+        .await;
         if let Err(e) = self.end_run(&run, RunStatus::Failed, Some(failure)).await {
             tracing::warn!(run = %run.id, error = %e, "marking an interrupted run failed");
         }
@@ -276,6 +282,9 @@ impl Runtime {
         }
         // Delegated tasks still running stop at their next step.
         run.agents.cancel(None);
+        // Calls still held can no longer run.
+        self.lapse_approvals(&run.id, &format!("the run ended ({})", status.as_str()))
+            .await;
         let events = end_events(&before, status, failure.as_ref());
         let journalled = self.append(run, before.epoch, Vec::new(), events).await;
         // The status turns terminal only once the journal holds the end: whoever sees a finished

@@ -48,6 +48,25 @@ pub fn in_order(
     None
 }
 
+/// The refusal of a finishing tool after a call of the same (host-driven) turn was held for
+/// approval: the turn cannot end while a call of it waits.
+pub fn after_held(
+    binding: &ToolBinding,
+    call: &ToolInvocation,
+    held_before: bool,
+) -> Option<AgentToolResult> {
+    (held_before && builtin::is_terminal(&call.tool_id)).then(|| {
+        AgentToolResult::error(
+            call,
+            AGENT_TOOL_AFTER_FINISH,
+            format!(
+                "`{}` was not run: an earlier call of this turn waits for approval; call it again next turn",
+                binding.alias
+            ),
+        )
+    })
+}
+
 /// The call's arguments once the gate reserved the call; the refusal the model sees otherwise.
 /// A provider-contract violation is an error: the turn ends and the invocation fails.
 pub fn admit<'c>(

@@ -19,7 +19,8 @@ use crate::context::Runtime;
 use crate::error::RuntimeError;
 use crate::lifecycle::check_epoch;
 use crate::state::{
-    AuditObject, Event, Failure, Invocation, InvocationInner, InvocationStatus, Task, turn_id,
+    AuditObject, Event, Failure, HeldCall, HeldTurn, Invocation, InvocationInner, InvocationStatus,
+    Task, turn_id,
 };
 use crate::tools::agents::take_injections;
 
@@ -37,6 +38,17 @@ pub struct HostTurn {
     pub handoff: Option<HandedOff>,
     /// Finished delegated tasks whose results go into the next model request.
     pub injected: Vec<Task>,
+    /// Calls held for a decision: while not empty the turn is not over (no result messages, no
+    /// next turn) and the host collects it with `CollectToolResults`.
+    pub awaiting: Vec<Awaiting>,
+}
+
+/// A call of a host-driven turn held for a decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Awaiting {
+    pub call_id: String,
+    pub tool_id: String,
+    pub approval_id: String,
 }
 
 /// One host-driven turn's request.
@@ -110,6 +122,9 @@ impl Runtime {
             .await?;
         let cell = req.cell.unwrap_or(&inv.run.cell);
         let outcome = self.run_calls(inv, &mut inner, &calls, cell).await?;
+        if !outcome.held.is_empty() {
+            return Ok(hold_turn(&mut inner, calls, outcome, req.next_choice));
+        }
         let result_messages = Value::Array(toolplane_model::encode_results(
             format,
             &inner.turn,
@@ -177,7 +192,7 @@ impl Runtime {
 
     /// The answer to the host: while the invocation stays open, the next turn (under the host's
     /// new choice, if it sent one) and the results of finished delegated tasks.
-    async fn answer(
+    pub(crate) async fn answer(
         &self,
         inv: &Arc<Invocation>,
         inner: &mut InvocationInner,
@@ -202,6 +217,7 @@ impl Runtime {
             failure: end.failure,
             handoff: end.handoff,
             injected,
+            awaiting: Vec::new(),
         })
     }
 
@@ -322,6 +338,7 @@ impl Runtime {
             failure: None,
             handoff: None,
             injected: Vec::new(),
+            awaiting: Vec::new(),
         })
     }
 
@@ -358,6 +375,16 @@ fn accepts(
     format: ProviderFormat,
 ) -> Result<(), RuntimeError> {
     ensure_open(inner, &inv.id)?;
+    if let Some(held) = &inner.held {
+        return Err(RuntimeError::new(
+            codes::RUNTIME_APPROVAL_PENDING,
+            format!(
+                "turn `{}` has {} call(s) held for approval; collect them with CollectToolResults first",
+                turn_id(&inv.id, held.round),
+                held.held.len()
+            ),
+        ));
+    }
     if inv.run.is_cancelled() {
         return Err(RuntimeError::new(
             codes::RUNTIME_INVOCATION_NOT_OPEN,
@@ -396,4 +423,56 @@ fn checked_choice(
             .map_err(invalid)?;
     toolplane_model::encode_tools(inner.format, &turn, &inner.snapshot).map_err(invalid)?;
     Ok(turn)
+}
+
+/// Keeps a turn with held calls in the invocation and answers with the calls that ran: no result
+/// messages and no next turn until the host collects the turn.
+fn hold_turn(
+    inner: &mut InvocationInner,
+    calls: Vec<ToolInvocation>,
+    mut outcome: TurnOutcome,
+    next_choice: Option<ToolChoice>,
+) -> HostTurn {
+    let held = std::mem::take(&mut outcome.held);
+    let awaiting = awaiting_of(&calls, &held);
+    let results = std::mem::take(&mut outcome.results);
+    outcome.results = results
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !held.iter().any(|h| h.index == *i))
+        .map(|(_, r)| r.clone())
+        .collect();
+    inner.held = Some(HeldTurn {
+        round: inner.round,
+        calls,
+        results,
+        held,
+        last_mutation: outcome.last_mutation.take(),
+        next_choice,
+    });
+    HostTurn {
+        outcome,
+        result_messages: Value::Array(Vec::new()),
+        status: InvocationStatus::Open,
+        next_turn_id: None,
+        next_tools: None,
+        failure: None,
+        handoff: None,
+        injected: Vec::new(),
+        awaiting,
+    }
+}
+
+/// The held calls as the host sees them.
+pub fn awaiting_of(calls: &[ToolInvocation], held: &[HeldCall]) -> Vec<Awaiting> {
+    held.iter()
+        .filter_map(|h| {
+            let call = calls.get(h.index)?;
+            Some(Awaiting {
+                call_id: call.call_id.clone(),
+                tool_id: call.tool_id.to_string(),
+                approval_id: h.approval_id.clone(),
+            })
+        })
+        .collect()
 }

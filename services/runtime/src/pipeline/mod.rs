@@ -4,6 +4,10 @@
 //! view, audit objects, journal records) — and after the turn, [`turn_end`] (terminal tools, the
 //! round limit, the next turn) and [`publish`] (the one auto-publish).
 //!
+//! A call that needs a person is held after governance ([`hold`]): the runtime-driven loop waits
+//! for the decision; a host-driven turn answers the other calls and keeps the held ones for
+//! `CollectToolResults` ([`collect`]).
+//!
 //! Host-driven `ExecuteToolCalls` ([`host`]) and the runtime-driven loop both run turns through
 //! [`run_turn`], so the two modes cannot drift apart. The invocation's lock is held by the caller
 //! for the whole turn: calls of one invocation never interleave.
@@ -13,8 +17,10 @@
 //! never names an object that could be missing.
 
 pub mod admit;
+pub mod collect;
 pub mod execute;
 pub mod govern;
+pub mod hold;
 pub mod host;
 pub mod publish;
 pub mod record;
@@ -24,6 +30,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 use toolplane_core::builtin;
+use toolplane_core::cycle::CycleVerdict;
 use toolplane_core::error::{self as codes, AGENT_TOOL_AFTER_FINISH};
 use toolplane_core::invocation::{ToolArguments, ToolInvocation};
 use toolplane_core::result::AgentToolResult;
@@ -32,12 +39,13 @@ use toolplane_core::snapshot::ToolBinding;
 use crate::context::Runtime;
 use crate::context::ports::Outcome;
 use crate::error::RuntimeError;
-use crate::state::{Failure, Invocation, InvocationInner};
+use crate::state::{Failure, HeldCall, Invocation, InvocationInner};
 use crate::tools::{Dispatched, Effect, HandoffRequest};
 use govern::Governed;
+use hold::Hold;
 use record::CallRecord;
 
-pub use host::{HostCalls, HostTurn};
+pub use host::{Awaiting, HostCalls, HostTurn};
 pub use record::{PREVIEW_CHARS, call_file};
 pub use turn_end::{HandedOff, TurnEnd, ensure_open};
 
@@ -68,21 +76,27 @@ pub struct TurnOutcome {
     pub results: Vec<AgentToolResult>,
     pub details: Vec<CallDetail>,
     pub terminal: Option<Terminal>,
+    /// Host-driven: the calls held for a decision (their places in `results` hold placeholders).
+    pub held: Vec<HeldCall>,
+    /// The last successful write or patch of the turn (the auto-publish candidate).
+    pub last_mutation: Option<String>,
 }
 
 /// What the turn has seen so far that decides later calls and the turn's end.
 #[derive(Debug, Default)]
-struct Progress {
+pub(crate) struct Progress {
     /// A finishing tool succeeded: later calls of the turn are not run.
-    terminal_done: bool,
+    pub(crate) terminal_done: bool,
     /// The last successful write or patch of the turn (the auto-publish candidate).
-    last_mutation: Option<String>,
+    pub(crate) last_mutation: Option<String>,
 }
 
 /// A call's answer, and the failure that stops the invocation when it must.
 struct Decided {
     d: Dispatched,
     stop: Option<Failure>,
+    /// Host-driven: the call is held under this approval, with the cycle detector's verdict.
+    held: Option<(String, CycleVerdict)>,
 }
 
 impl Decided {
@@ -90,6 +104,7 @@ impl Decided {
         Decided {
             d: Dispatched::not_sent(result),
             stop: None,
+            held: None,
         }
     }
 }
@@ -116,11 +131,21 @@ pub async fn run_turn(
             ));
         };
         let mut rec = CallRecord::new(inv, inner, &binding, call);
-        let Decided { mut d, stop } =
-            match admit::in_order(&binding, call, progress.terminal_done, index == last) {
-                Some(refusal) => Decided::answer(refusal),
-                None => decide(rt, inv, inner, &binding, call, cell, &mut rec).await?,
-            };
+        let refusal = admit::in_order(&binding, call, progress.terminal_done, index == last)
+            .or_else(|| admit::after_held(&binding, call, !out.held.is_empty()));
+        let Decided { mut d, stop, held } = match refusal {
+            Some(refusal) => Decided::answer(refusal),
+            None => decide(rt, inv, inner, &binding, call, cell, &mut rec).await?,
+        };
+        if let Some((approval_id, verdict)) = held {
+            out.held.push(HeldCall {
+                index,
+                approval_id,
+                verdict,
+            });
+            out.results.push(d.result);
+            continue;
+        }
         let detail = record::store(rt, inv, inner, &binding, call, rec, &mut d, started).await?;
         // Tasks this call delegated start only now that their registration is journalled.
         rt.launch_pending(&inv.run);
@@ -149,9 +174,10 @@ pub async fn run_turn(
             break;
         }
     }
-    // A cancelled run publishes nothing more.
-    if out.terminal.is_none() && !inv.run.is_cancelled() {
-        publish::auto_publish(rt, inv, inner, progress.last_mutation).await?;
+    out.last_mutation = progress.last_mutation;
+    // A cancelled run publishes nothing more; a turn with held calls publishes once collected.
+    if out.terminal.is_none() && out.held.is_empty() && !inv.run.is_cancelled() {
+        publish::auto_publish(rt, inv, inner, out.last_mutation.clone()).await?;
     }
     Ok(out)
 }
@@ -180,17 +206,45 @@ async fn decide(
             return Ok(Decided {
                 d: Dispatched::not_sent(result),
                 stop: Some(failure),
+                held: None,
             });
         }
         Governed::Allowed(verdict) => verdict,
     };
+    match hold::hold(rt, inv, inner, binding, call, args, rec).await? {
+        Hold::Run => {}
+        Hold::Answered(result) => {
+            return Ok(Decided {
+                d: Dispatched::known(result, crate::tools::Effect::None),
+                stop: None,
+                held: None,
+            });
+        }
+        Hold::Refused(result) => return Ok(Decided::answer(result)),
+        Hold::Held(approval_id) => {
+            let placeholder = AgentToolResult::error(
+                call,
+                codes::POLICY_APPROVAL_DENIED,
+                "held for approval".to_owned(),
+            );
+            return Ok(Decided {
+                d: Dispatched::not_sent(placeholder),
+                stop: None,
+                held: Some((approval_id, verdict)),
+            });
+        }
+    }
     let d = execute::execute(rt, inv, inner, binding, call, args, verdict, rec).await?;
-    Ok(Decided { d, stop: None })
+    Ok(Decided {
+        d,
+        stop: None,
+        held: None,
+    })
 }
 
 impl Progress {
     /// Notes a call's success: a finishing tool, or a write the turn may auto-publish.
-    fn note(&mut self, call: &ToolInvocation, result: &AgentToolResult) {
+    pub(crate) fn note(&mut self, call: &ToolInvocation, result: &AgentToolResult) {
         if result.is_error {
             return;
         }

@@ -71,6 +71,20 @@ impl CallRecord {
     }
 }
 
+impl CallRecord {
+    /// A held call taken up again: its `tool_call_requested` is already journalled.
+    pub fn resumed(
+        inv: &Invocation,
+        inner: &InvocationInner,
+        binding: &ToolBinding,
+        call: &ToolInvocation,
+    ) -> Self {
+        let mut rec = CallRecord::new(inv, inner, binding, call);
+        rec.events.clear();
+        rec
+    }
+}
+
 /// Stores the call's audit objects and journal records in one group; a large result's content
 /// becomes its preview. Returns the call's detail.
 #[allow(clippy::too_many_arguments)]

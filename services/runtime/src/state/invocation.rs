@@ -7,9 +7,11 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use toolplane_core::Profile;
-use toolplane_core::cycle::CycleDetector;
+use toolplane_core::cycle::{CycleDetector, CycleVerdict};
 use toolplane_core::gate::ToolRequestGate;
 use toolplane_core::id::ToolId;
+use toolplane_core::invocation::ToolInvocation;
+use toolplane_core::result::AgentToolResult;
 use toolplane_core::schema::SnapshotSchemas;
 use toolplane_core::snapshot::InvocationToolSnapshot;
 use toolplane_core::tool_search::SnapshotToolSearch;
@@ -54,6 +56,30 @@ pub struct InvocationInner {
     pub found: Vec<(ToolId, u32)>,
     /// The snapshot's search index, built on the first search.
     pub search_index: Option<Arc<SnapshotToolSearch>>,
+    /// A host-driven turn whose held calls wait for decisions (`CollectToolResults`).
+    pub held: Option<HeldTurn>,
+}
+
+/// A host-driven turn with calls held for approval: its calls, the results so far (the held
+/// calls' places hold placeholders) and what collecting it needs.
+#[derive(Debug, Clone)]
+pub struct HeldTurn {
+    pub round: u32,
+    pub calls: Vec<ToolInvocation>,
+    pub results: Vec<AgentToolResult>,
+    pub held: Vec<HeldCall>,
+    /// The last successful write of the turn (the auto-publish candidate).
+    pub last_mutation: Option<String>,
+    /// The host's tool choice for the next turn, applied when the turn is collected.
+    pub next_choice: Option<toolplane_core::turn::ToolChoice>,
+}
+
+/// One held call of a turn: its place, its approval and the cycle detector's verdict.
+#[derive(Debug, Clone)]
+pub struct HeldCall {
+    pub index: usize,
+    pub approval_id: String,
+    pub verdict: CycleVerdict,
 }
 
 #[derive(Debug)]

@@ -3,12 +3,14 @@
 //! performs no IO and never names a peer, a port or a protobuf type; everything above reads and
 //! changes runs through these types.
 
+pub mod approvals;
 pub mod invocation;
 pub mod journal;
 pub mod run;
 pub mod tasks;
 
-pub use invocation::{Invocation, InvocationInner, InvocationStatus, turn_id};
+pub use approvals::{Approval, ApprovalKind, ApprovalState, Approvals, Decision};
+pub use invocation::{HeldCall, HeldTurn, Invocation, InvocationInner, InvocationStatus, turn_id};
 pub use journal::{AuditObject, Event, Journal, JournalAppend, Level, Record, now_ms};
 pub use run::{Driver, Failure, Run, RunMode, RunRecord, RunStatus, RunToolHostRecord};
 pub use tasks::{CancelFlag, PendingTask, RunAgents, Stop, Task, TaskResult, TaskStatus};

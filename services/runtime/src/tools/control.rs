@@ -41,6 +41,15 @@ pub async fn execute(
         builtin::AGENT_AWAIT => agents::wait(rt, inv, call, args).await,
         builtin::AGENT_HANDOFF => agents::handoff(rt, inv, inner, call, args).await,
         builtin::TOOLS_SEARCH => Ok(super::search::search(inv, inner, call, args)),
+        // Answered by a person before it gets here (pipeline `hold`); never run.
+        builtin::ASK_USER => done(
+            AgentToolResult::error(
+                call,
+                codes::TOOL_QUESTION_TIMEOUT,
+                "the question got no answer".to_owned(),
+            ),
+            Effect::None,
+        ),
         other => Err(RuntimeError::new(
             codes::TOOL_RESULT_IDENTITY_MISMATCH,
             format!("`{other}` is not a runtime-control tool"),

@@ -57,6 +57,8 @@ pub struct Memory {
     sealed: Mutex<HashMap<String, RunStatus>>,
     /// How many model calls fail (retryably) before the models answer.
     model_failures: Arc<Mutex<u32>>,
+    /// The cell's platform policy, as the catalog would return it.
+    platform_policy: Mutex<Option<String>>,
 }
 
 impl Memory {
@@ -69,6 +71,11 @@ impl Memory {
         structured: Option<Value>,
     ) {
         lock(&self.others).push((origin, descriptor, structured));
+    }
+
+    /// Sets the cell's platform policy (JSON).
+    pub fn set_platform_policy(&self, policy: Value) {
+        *lock(&self.platform_policy) = Some(policy.to_string());
     }
 
     pub fn put_profile(&self, profile: Value) {
@@ -158,7 +165,7 @@ impl Catalog for Memory {
         }
         Ok(ResolvedProfile {
             profile,
-            platform_policy_json: None,
+            platform_policy_json: lock(&self.platform_policy).clone(),
             user_policy_json: None,
             tools,
         })
@@ -475,30 +482,50 @@ pub struct Alone {
     pub rt: Arc<Runtime>,
     pub mem: Arc<Memory>,
     pub store: Arc<MemoryStore>,
+    pub cfg: RuntimeConfig,
 }
 
 pub async fn alone() -> Alone {
+    alone_with(|_| {}).await
+}
+
+/// A runtime over memory whose configuration `change` adjusts.
+pub async fn alone_with(change: impl Fn(&mut RuntimeConfig)) -> Alone {
     let mem = Arc::new(Memory::default());
     let store = Arc::new(MemoryStore::new(StoreOptions::default()));
+    let mut cfg = test_config();
+    change(&mut cfg);
     Alone {
-        rt: over(&mem, &store).await,
+        rt: over_with(&mem, &store, cfg.clone()).await,
         mem,
         store,
+        cfg,
+    }
+}
+
+fn test_config() -> RuntimeConfig {
+    RuntimeConfig {
+        model_retry_backoff: Duration::from_millis(1),
+        agent_await_timeout: Duration::from_secs(5),
+        ..RuntimeConfig::default()
     }
 }
 
 /// A runtime over these peers and this store, as a process starting on them would be.
 async fn over(mem: &Arc<Memory>, store: &Arc<MemoryStore>) -> Arc<Runtime> {
+    over_with(mem, store, test_config()).await
+}
+
+async fn over_with(
+    mem: &Arc<Memory>,
+    store: &Arc<MemoryStore>,
+    cfg: RuntimeConfig,
+) -> Arc<Runtime> {
     let ports = Ports {
         catalog: mem.clone(),
         workspace: mem.clone(),
         tools: mem.clone(),
         models: mem.clone(),
-    };
-    let cfg = RuntimeConfig {
-        model_retry_backoff: Duration::from_millis(1),
-        agent_await_timeout: Duration::from_secs(5),
-        ..RuntimeConfig::default()
     };
     Runtime::assemble(cfg, ports, store.clone()).await
 }
@@ -557,7 +584,7 @@ pub fn turn(calls: &[(&str, Value)]) -> Value {
 impl Alone {
     /// A new runtime process on the same store and peers (the old one is gone).
     pub async fn restart(&self) -> Arc<Runtime> {
-        over(&self.mem, &self.store).await
+        over_with(&self.mem, &self.store, self.cfg.clone()).await
     }
 
     /// A host-driven run of `profile` with its root invocation open (OpenAI chat format).

@@ -2,6 +2,7 @@
 //! services it needs, makes its requests and prints the answer for a person or as JSON; none keeps
 //! state between invocations.
 
+pub mod approvals;
 pub mod audit;
 pub mod mcp;
 pub mod profile;

@@ -1,0 +1,72 @@
+//! Approvals in the runtime's store: each record under `approvals/<cell>/<id>.json`, written
+//! whenever it changes (held, decided, started), and read back into the book at start.
+
+use toolplane_store::{Key, Precondition};
+
+use super::{Runtime, key};
+use crate::error::RuntimeError;
+use crate::state::Approval;
+
+impl Runtime {
+    /// Writes the approval's record (overwriting the one stored); the change is durable when
+    /// this returns.
+    pub async fn persist_approval(&self, a: &Approval) -> Result<(), RuntimeError> {
+        let k = key(&format!("approvals/{}/{}.json", a.cell_id, a.id))?;
+        let bytes = serde_json::to_vec(a).map_err(|e| RuntimeError::invalid(e.to_string()))?;
+        for _ in 0..3 {
+            let expected = match self
+                .store()
+                .head(&k)
+                .await
+                .map_err(|e| RuntimeError::dependency(e.to_string()))?
+            {
+                Some(v) => Precondition::Version(v),
+                None => Precondition::Absent,
+            };
+            match self.store().put_cas(&k, bytes.clone(), expected).await {
+                Ok(_) => return Ok(()),
+                Err(e) if e.code() == "store.conflict" => continue,
+                Err(e) => {
+                    return Err(RuntimeError::dependency(format!(
+                        "saving approval {}: {e}",
+                        a.id
+                    )));
+                }
+            }
+        }
+        Err(RuntimeError::dependency(format!(
+            "saving approval {}: too many concurrent updates",
+            a.id
+        )))
+    }
+
+    /// Every stored approval, read back into the book (at start, before runs are recovered).
+    pub async fn load_approvals(&self) -> Vec<Approval> {
+        let Ok(prefix) = key("approvals") else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut after: Option<Key> = None;
+        loop {
+            let page = match self.store().list(Some(&prefix), after.as_ref(), 1000).await {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!(error = %e, "listing approvals failed");
+                    return out;
+                }
+            };
+            for k in &page.keys {
+                if let Ok(Some(obj)) = self.store().get(k).await
+                    && let Ok(a) = serde_json::from_slice::<Approval>(&obj.bytes)
+                {
+                    self.approvals.insert(a.clone());
+                    out.push(a);
+                }
+            }
+            match page.next_start_after {
+                Some(n) => after = Some(n),
+                None => return out,
+            }
+        }
+    }
+}

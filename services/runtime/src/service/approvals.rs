@@ -1,0 +1,121 @@
+//! The approval RPCs: `ListApprovals` (the caller's cell), `DecideApproval`, `AnswerQuestion`
+//! and `CollectToolResults`. Who decided is the caller's principal from its credential.
+
+use std::time::Duration;
+
+use tonic::{Request, Response, Status};
+use toolplane_auth::Caller;
+use toolplane_proto::v1 as pb;
+
+use super::{cells, page_window, turns};
+use crate::context::Runtime;
+use crate::convert::approvals::{approval_pb, state_filter};
+use crate::error::RuntimeError;
+use crate::lifecycle::ApprovalFilter;
+use crate::state::Decision;
+
+/// Longest reason or answer accepted, in bytes.
+const MAX_TEXT_BYTES: usize = 16 * 1024;
+
+/// Who decides: the credential's principal (a token id or a JWT subject).
+fn decider(caller: &Caller) -> String {
+    caller.principal.clone()
+}
+
+fn check_text(what: &str, text: &str) -> Result<(), RuntimeError> {
+    if text.len() > MAX_TEXT_BYTES {
+        return Err(RuntimeError::invalid(format!(
+            "{what} is {} bytes, over {MAX_TEXT_BYTES}",
+            text.len()
+        )));
+    }
+    Ok(())
+}
+
+pub async fn list(
+    rt: &Runtime,
+    request: Request<pb::ListApprovalsRequest>,
+) -> Result<Response<pb::ListApprovalsResponse>, Status> {
+    let caller = cells::caller(&request);
+    let r = request.into_inner();
+    let filter = ApprovalFilter {
+        cell: caller.visible_cell().map(str::to_owned),
+        run_id: r.run_id,
+        state: state_filter(r.state),
+    };
+    let all = rt.list_approvals(&filter).await;
+    let (start, size, next_page_token) = page_window(
+        "runtime.approvals",
+        (r.page_size, 100, 1000),
+        &r.page_token,
+        all.len(),
+    )?;
+    Ok(Response::new(pb::ListApprovalsResponse {
+        approvals: all.iter().skip(start).take(size).map(approval_pb).collect(),
+        next_page_token,
+    }))
+}
+
+pub async fn decide(
+    rt: &Runtime,
+    request: Request<pb::DecideApprovalRequest>,
+) -> Result<Response<pb::DecideApprovalResponse>, Status> {
+    let caller = cells::caller(&request);
+    let r = request.into_inner();
+    check_text("reason", &r.reason)?;
+    let by = decider(&caller);
+    let decision = if r.approve {
+        Decision::Approve {
+            by,
+            reason: r.reason,
+            remember: r.remember_for_run,
+        }
+    } else {
+        Decision::Deny {
+            by,
+            reason: r.reason,
+        }
+    };
+    let a = rt
+        .decide_approval(&r.approval_id, caller.visible_cell(), decision)
+        .await?;
+    Ok(Response::new(pb::DecideApprovalResponse {
+        approval: Some(approval_pb(&a)),
+    }))
+}
+
+pub async fn answer(
+    rt: &Runtime,
+    request: Request<pb::AnswerQuestionRequest>,
+) -> Result<Response<pb::AnswerQuestionResponse>, Status> {
+    let caller = cells::caller(&request);
+    let r = request.into_inner();
+    check_text("answer", &r.answer)?;
+    let decision = Decision::Answer {
+        by: decider(&caller),
+        answer: r.answer,
+    };
+    let a = rt
+        .decide_approval(&r.approval_id, caller.visible_cell(), decision)
+        .await?;
+    Ok(Response::new(pb::AnswerQuestionResponse {
+        approval: Some(approval_pb(&a)),
+    }))
+}
+
+pub async fn collect(
+    rt: &Runtime,
+    request: Request<pb::CollectToolResultsRequest>,
+) -> Result<Response<pb::CollectToolResultsResponse>, Status> {
+    let caller = cells::caller(&request);
+    let r = request.into_inner();
+    let inv = cells::invocation(rt, &caller, &r.invocation_id)?;
+    let format = inv.inner.lock().await.format;
+    let wait = Duration::from_millis(u64::from(r.wait_ms));
+    let turn = rt
+        .collect_host_calls(&inv, &r.turn_id, wait, r.epoch)
+        .await?;
+    Ok(Response::new(pb::CollectToolResultsResponse {
+        response: Some(turns::host_turn_pb(&inv, format, turn).await),
+    }))
+}
