@@ -3,6 +3,7 @@
 //! state between invocations.
 
 pub mod mcp;
+pub mod mcp_serve;
 pub mod profile;
 pub mod run;
 pub mod token;
