@@ -1,6 +1,7 @@
 //! The plane as an MCP server, used by MCP clients the project did not write: the official Python
-//! SDK (PyPI `mcp`, in `target/mcp-venv`) against `toolplane up`'s `/mcp`, and through `toolplane
-//! mcp serve --stdio`. Each session lists and calls a builtin and a tool of a public MCP server
+//! SDK (PyPI `mcp`, in `target/mcp-venv`) against `toolplane up`'s `/mcp` and through `toolplane
+//! mcp serve --stdio`, and the official TypeScript SDK (npm `@modelcontextprotocol/sdk`, in
+//! `tests/mcp-servers/node_modules`) against `/mcp`. Each session lists and calls a builtin and a tool of a public MCP server
 //! registered in the plane (`server-everything`), does not see a denied tool and gets an error
 //! calling it by name, runs a tool out of its budget, and reads an externalised large result back
 //! through `resources/read`; the calls are in the run's journal under their aliases with their
@@ -63,9 +64,18 @@ fn plan() -> Value {
 fn python_client(args: &[&str]) -> Value {
     let python = mcp_venv().join("bin/python");
     let script = repo_root().join("tests/mcp-clients/python_client.py");
-    let mut child = Command::new(python)
-        .arg(script)
-        .args(args)
+    client(Command::new(python).arg(script).args(args))
+}
+
+/// Runs the TypeScript SDK client with `args`; its JSON report.
+fn typescript_client(args: &[&str]) -> Value {
+    let script = repo_root().join("tests/mcp-servers/mcp_face_client.mjs");
+    client(Command::new("node").arg(script).args(args))
+}
+
+/// Runs a client command with the plan on stdin; its JSON report.
+fn client(command: &mut Command) -> Value {
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -81,7 +91,7 @@ fn python_client(args: &[&str]) -> Value {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "the Python client failed:\n{stdout}\n{}",
+        "the client failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
@@ -89,7 +99,7 @@ fn python_client(args: &[&str]) -> Value {
 
 /// Checks what a user of the client sees; returns the run the session made.
 fn check_report(report: &Value) -> String {
-    assert_eq!(report["protocolVersion"], "2025-11-25");
+    assert_eq!(report["protocolVersion"], "2025-11-25", "{report}");
     let tools = report["tools"].as_array().unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert!(names.contains(&"dice_roll"), "{names:?}");
@@ -202,6 +212,18 @@ fn the_python_sdk_uses_the_plane_through_the_stdio_bridge() {
         "--url",
         &url,
     ]);
+    let run = check_report(&report);
+    check_journal(&up, &run, &report);
+}
+
+#[test]
+fn the_typescript_sdk_uses_the_plane_over_streamable_http() {
+    let up = plane();
+    let url = format!(
+        "http://127.0.0.1:{}/mcp?profile=mcp-face",
+        up.ports.metrics[0]
+    );
+    let report = typescript_client(&["http", &url]);
     let run = check_report(&report);
     check_journal(&up, &run, &report);
 }
