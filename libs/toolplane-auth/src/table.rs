@@ -122,7 +122,7 @@ pub const RPC_ROLES: &[(&str, Requirement)] = &[
     ),
 ];
 
-/// The services' HTTP paths (catalog, and every service's metrics server).
+/// The services' HTTP paths (catalog, every service's metrics server, the runtime's MCP face).
 pub const HTTP_ROLES: &[(&str, Requirement)] = &[
     ("/healthz", Open),
     ("/metrics", READER),
@@ -130,6 +130,8 @@ pub const HTTP_ROLES: &[(&str, Requirement)] = &[
     ("/tools/descriptions", READER),
     ("/tools/omitted", READER),
     ("/sources", READER),
+    // The runtime's MCP face: a session runs tools, as `ExecuteToolCalls` does.
+    ("/mcp", AGENT),
 ];
 
 /// What a request for `path` requires. A path in neither table requires `admin`: a path added

@@ -8,13 +8,15 @@
 //! binary around [`start`].
 
 // The modules form layers that import one way, down: state, context, lifecycle, tools, pipeline,
-// runloop, children, convert, peers, service (ARCHITECTURE.md; the table is in tests/layering.rs).
+// runloop, children, convert, peers, service and mcp (ARCHITECTURE.md; the table is in
+// tests/layering.rs).
 pub mod children;
 pub mod config;
 pub mod context;
 pub mod convert;
 pub mod error;
 pub mod lifecycle;
+pub mod mcp;
 pub mod metrics;
 pub mod model;
 pub mod peers;
@@ -62,10 +64,12 @@ impl RuntimeServer {
         self.serving.http_addr()
     }
 
-    /// Serves `GET /metrics` (and `GET /healthz`) on `listener` until the runtime stops.
+    /// Serves the HTTP port on `listener` until the runtime stops: `GET /metrics`,
+    /// `GET /healthz` and the MCP face at `/mcp` (docs/mcp-server.md).
     pub fn serve_metrics(&mut self, listener: TcpListener) -> Result<SocketAddr, RuntimeError> {
         let router =
-            toolplane_telemetry::metrics::router(Arc::clone(&self.runtime.metrics.registry));
+            toolplane_telemetry::metrics::router(Arc::clone(&self.runtime.metrics.registry))
+                .merge(mcp::router(Arc::clone(&self.runtime)));
         self.serving
             .serve_http(listener, router)
             .map_err(|e| RuntimeError::invalid(format!("metrics listener: {e}")))

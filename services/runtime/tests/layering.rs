@@ -33,8 +33,9 @@ const LAYERS: &[(&str, u32)] = &[
     // Protobuf conversions, then the tonic adapters of the ports.
     ("convert", 8),
     ("peers", 9),
-    // gRPC handlers.
+    // gRPC handlers, and the MCP face (`/mcp`).
     ("service", 10),
+    ("mcp", 10),
 ];
 
 fn src() -> PathBuf {

@@ -9,7 +9,9 @@
 //!   servers that do nothing scale on this machine;
 //! - RSS of 1,000 open invocations above idle (target < 100 MiB);
 //! - only with `TOOLPLANE_BENCH_ONLY=auth`: `ExecuteToolCalls` on a plane with authentication on
-//!   (an agent token on every call) vs the same on a plane with it off (target ≤ 1.05×; `auth.rs`).
+//!   (an agent token on every call) vs the same on a plane with it off (target ≤ 1.05×; `auth.rs`);
+//! - only with `TOOLPLANE_BENCH_ONLY=mcp`: an MCP `tools/call` of `dice.roll` through `/mcp` vs
+//!   the same call through `ExecuteToolCalls` (target ≤ 1.3×; `mcp.rs`).
 //!
 //! Run with `cargo bench -p toolplane --bench runtime`.
 
@@ -31,6 +33,8 @@ use toolplane_proto::v1::workspace_service_client::WorkspaceServiceClient;
 
 #[path = "runtime/auth.rs"]
 mod auth;
+#[path = "runtime/mcp.rs"]
+mod mcp;
 
 /// The allocator the shipped binaries use (BENCHMARKS.md, "Allocator"), so that the plane in this
 /// process runs as `toolplane up` does.
@@ -191,6 +195,9 @@ async fn main() {
     }
     if only.is_empty() || only == "throughput" {
         throughput(&mut rt).await;
+    }
+    if only == "mcp" {
+        mcp::overhead(&mut rt, &plane.metrics_urls()[0]).await;
     }
     plane.shutdown().await;
 }

@@ -353,6 +353,28 @@ pub enum McpCommand {
     Permit(McpPermitArgs),
     /// Remove a server registration and its tools.
     Rm { name: String },
+    /// Serve a running plane's tools to a stdio MCP client (one session = one invocation).
+    Serve(McpServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct McpServeArgs {
+    /// Speak MCP over stdin / stdout (the one transport of `mcp serve`).
+    #[arg(long)]
+    pub stdio: bool,
+    /// The profile whose tools the session offers.
+    #[arg(long)]
+    pub profile: String,
+    /// An existing run to open the invocation in (default: a new run of the session).
+    #[arg(long)]
+    pub run: Option<String>,
+    /// The plane's MCP endpoint (`/mcp` on the runtime's HTTP port).
+    #[arg(
+        long,
+        env = "TOOLPLANE_MCP_URL",
+        default_value = "http://127.0.0.1:7411/mcp"
+    )]
+    pub url: String,
 }
 
 #[derive(Debug, Args)]

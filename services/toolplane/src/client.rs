@@ -89,7 +89,7 @@ impl Credential {
     }
 
     /// What to send to `url`: the token, else the local admin token when `url` is loopback.
-    fn for_url(&self, url: &str) -> Option<&str> {
+    pub fn for_url(&self, url: &str) -> Option<&str> {
         match (&self.token, &self.local_admin) {
             (Some(token), _) => Some(token),
             (None, Some(local)) if is_loopback_url(url) => Some(local),

@@ -309,6 +309,15 @@ pub trait Workspace: Send + Sync + Debug {
         cell_id: &str,
         from_seq: u64,
     ) -> Result<RecordStream, PortError>;
+    /// A stored object of the run (an audit object, a readable view); `None` when there is none.
+    /// A workspace that cannot read objects back says so.
+    async fn get_object(&self, run: &RunScope, path: &str) -> Result<Option<Vec<u8>>, PortError> {
+        let _ = (run, path);
+        Err(PortError::new(
+            PortErrorKind::Other,
+            "this workspace does not read objects back",
+        ))
+    }
 }
 
 /// Whether a call's effects are known, as its host reported it.

@@ -327,6 +327,22 @@ impl Workspace for Peers {
         Ok(())
     }
 
+    async fn get_object(&self, run: &RunScope, path: &str) -> Result<Option<Vec<u8>>, PortError> {
+        let got = self
+            .workspace()
+            .get_object(pb::GetObjectRequest {
+                run_id: run.run_id.clone(),
+                path: path.to_owned(),
+                cell_id: run.cell_id.clone(),
+            })
+            .await;
+        match got {
+            Ok(r) => Ok(Some(r.into_inner().content)),
+            Err(status) if status.code() == tonic::Code::NotFound => Ok(None),
+            Err(status) => Err(err(status)),
+        }
+    }
+
     async fn read_journal(
         &self,
         run_id: &str,

@@ -29,6 +29,10 @@ pub async fn run(command: McpCommand, eps: &Endpoints, out: Out) -> Result<(), C
         McpCommand::Add(args) => Some(transport(args)?),
         _ => None,
     };
+    let command = match command {
+        McpCommand::Serve(args) => return crate::commands::mcp_serve::run(args, eps).await,
+        other => other,
+    };
     let conn = eps.connect("mcp-proxy", &eps.mcp_proxy).await?;
     let mut proxy: Proxy = McpProxyServiceClient::new(conn.channel.clone())
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
@@ -139,6 +143,8 @@ pub async fn run(command: McpCommand, eps: &Endpoints, out: Out) -> Result<(), C
                 r.removed_tool_ids.len()
             ))
         }
+        // Answered above, without the mcp-proxy.
+        McpCommand::Serve(_) => Ok(()),
     }
 }
 

@@ -5,6 +5,7 @@
 pub mod approvals;
 pub mod audit;
 pub mod mcp;
+pub mod mcp_serve;
 pub mod profile;
 pub mod run;
 pub mod token;

@@ -1,0 +1,36 @@
+//! The plane as an MCP server: `/mcp` on the runtime's HTTP port, streamable HTTP with rmcp's
+//! server side (docs/mcp-server.md). A client connects naming a profile (`/mcp?profile=P`, or
+//! `&run=R` for an existing run); one MCP session is one host-driven invocation with its frozen
+//! snapshot, and every `tools/call` goes through the same pipeline as a gRPC host's
+//! `ExecuteToolCalls` (turn contract, gate and budgets, governance, audit objects, journal).
+//! The route sits behind the same authentication layer as every HTTP route; the session's cell is
+//! the credential's.
+//!
+//! An edge of the runtime, like `service`: it speaks MCP's types, never protobuf, and reaches the
+//! runtime only through `lifecycle` and `pipeline`.
+
+pub mod project;
+pub mod session;
+
+use std::sync::Arc;
+
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+
+use crate::context::Runtime;
+pub use session::{McpSession, PROTOCOL};
+
+/// The path the face is served on.
+pub const PATH: &str = "/mcp";
+
+/// The `/mcp` route over `rt`. Simple request-response calls are answered as JSON rather than
+/// an event stream (the client still gets a stream when the server has more to send).
+pub fn router(rt: Arc<Runtime>) -> axum::Router {
+    let config = StreamableHttpServerConfig::default().with_json_response(true);
+    let service = StreamableHttpService::new(
+        move || Ok(McpSession::new(Arc::clone(&rt))),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    axum::Router::new().route_service(PATH, service)
+}

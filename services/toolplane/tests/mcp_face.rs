@@ -1,0 +1,229 @@
+//! The plane as an MCP server, used by MCP clients the project did not write: the official Python
+//! SDK (PyPI `mcp`, in `target/mcp-venv`) against `toolplane up`'s `/mcp` and through `toolplane
+//! mcp serve --stdio`, and the official TypeScript SDK (npm `@modelcontextprotocol/sdk`, in
+//! `tests/mcp-servers/node_modules`) against `/mcp`. Each session lists and calls a builtin and a tool of a public MCP server
+//! registered in the plane (`server-everything`), does not see a denied tool and gets an error
+//! calling it by name, runs a tool out of its budget, and reads an externalised large result back
+//! through `resources/read`; the calls are in the run's journal under their aliases with their
+//! audit objects, and ending the session ends the invocation and the run it created.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod cli_support;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use cli_support::*;
+use serde_json::{Value, json};
+use toolplane_testkit::mcp_fixture::{mcp_venv, repo_root, server_everything_entry};
+
+const PROFILE: &str = r#"{
+  "id": "mcp-face",
+  "tools": {
+    "allow": ["builtin:dice.roll", "builtin:workspace.*", "mcp:everything/echo"],
+    "deny": ["builtin:workspace.write_file"],
+    "overrides": {"builtin:dice.roll": {"maxCalls": 2}},
+    "mcpResultInlineCharLimit": 1000
+  }
+}"#;
+
+/// `toolplane up` with the test profile and `server-everything` registered, its `echo` allowed.
+fn plane() -> Up {
+    let profiles = tempfile::tempdir().unwrap();
+    write(profiles.path(), "mcp-face.json", PROFILE);
+    let up = Up::start(&["--profiles-dir", &profiles.path().to_string_lossy()]);
+    let everything = server_everything_entry().unwrap();
+    up.cli(&[
+        "mcp",
+        "add",
+        "everything",
+        "--stdio",
+        "--",
+        "node",
+        &everything.to_string_lossy(),
+        "stdio",
+    ])
+    .ok();
+    up.cli(&["mcp", "permit", "everything", "echo"]).ok();
+    up
+}
+
+/// What the client does: the calls, in order.
+fn plan() -> Value {
+    json!({"calls": [
+        {"name": "dice_roll", "arguments": {"notation": "2d6"}},
+        {"name": "mcp__everything__echo", "arguments": {"message": "hello from MCP"}},
+        {"name": "workspace_write_file", "arguments": {"path": "a.md", "content": "x"}},
+        {"name": "dice_roll", "arguments": {"notation": "d6"}},
+        {"name": "dice_roll", "arguments": {"notation": "d6"}},
+        {"name": "mcp__everything__echo", "arguments": {"message": "long ".repeat(600)}},
+    ], "read_links": true})
+}
+
+/// Runs the Python SDK client with `args`; its JSON report.
+fn python_client(args: &[&str]) -> Value {
+    let python = mcp_venv().join("bin/python");
+    let script = repo_root().join("tests/mcp-clients/python_client.py");
+    client(Command::new(python).arg(script).args(args))
+}
+
+/// Runs the TypeScript SDK client with `args`; its JSON report.
+fn typescript_client(args: &[&str]) -> Value {
+    let script = repo_root().join("tests/mcp-servers/mcp_face_client.mjs");
+    client(Command::new("node").arg(script).args(args))
+}
+
+/// Runs a client command with the plan on stdin; its JSON report.
+fn client(command: &mut Command) -> Value {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(plan().to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the client failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// Checks what a user of the client sees; returns the run the session made.
+fn check_report(report: &Value) -> String {
+    assert_eq!(report["protocolVersion"], "2025-11-25", "{report}");
+    let tools = report["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"dice_roll"), "{names:?}");
+    assert!(names.contains(&"mcp__everything__echo"), "{names:?}");
+    assert!(names.contains(&"workspace_read_file"), "{names:?}");
+    assert!(!names.contains(&"workspace_write_file"), "{names:?}");
+    let dice = tools.iter().find(|t| t["name"] == "dice_roll").unwrap();
+    assert_eq!(dice["title"], "Roll dice");
+    assert_eq!(dice["inputSchema"]["required"], json!(["notation"]));
+
+    let calls = report["calls"].as_array().unwrap();
+    let roll = &calls[0];
+    assert_eq!(roll["isError"], false, "{roll}");
+    assert_eq!(roll["structuredContent"]["notation"], "2d6");
+    assert!(roll["texts"][0].as_str().unwrap().starts_with("2d6: ["));
+    let echo = &calls[1];
+    assert_eq!(echo["isError"], false, "{echo}");
+    assert_eq!(echo["texts"][0], "Echo: hello from MCP");
+    let denied = &calls[2];
+    assert_eq!(denied["error"]["code"], -32602, "{denied}");
+    assert!(
+        denied["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("workspace_write_file")
+    );
+    assert_eq!(calls[3]["isError"], false, "{}", calls[3]);
+    let over = &calls[4];
+    assert_eq!(over["isError"], true, "{over}");
+    assert_eq!(
+        over["_meta"]["dev.toolplane/errorCode"],
+        "agent.tool_budget_exhausted"
+    );
+    assert_eq!(over["_meta"]["dev.toolplane/outcome"], "not_sent");
+    let large = &calls[5];
+    assert_eq!(large["isError"], false, "{large}");
+    assert!(
+        large["texts"][0]
+            .as_str()
+            .unwrap()
+            .contains("characters long")
+    );
+    let links = large["links"].as_array().unwrap();
+    assert_eq!(links.len(), 1, "{large}");
+    let whole = large["linkTexts"][0].as_str().unwrap();
+    assert!(whole.contains("Echo: long long"), "{whole}");
+    assert!(whole.len() > 3000, "{}", whole.len());
+    roll["_meta"]["dev.toolplane/runId"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// The run's journal shows the calls under their aliases with their audit objects, and the
+/// session's end closed the invocation and completed the run.
+fn check_journal(up: &Up, run: &str, report: &Value) {
+    let mut events = Value::Null;
+    for _ in 0..100 {
+        events = up.cli(&["--json", "events", run, "--all"]).ok().json();
+        if events.to_string().contains("run_completed") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let text = events.to_string();
+    assert!(text.contains("agent_invocation_closed"), "{text}");
+    assert!(text.contains("run_completed"), "{text}");
+    for alias in ["dice_roll", "mcp__everything__echo"] {
+        assert!(
+            text.contains(&format!("\"alias\":\"{alias}\"")),
+            "{alias}: {text}"
+        );
+    }
+    let echo = &report["calls"][1]["_meta"];
+    let args = echo["dev.toolplane/argsPath"].as_str().unwrap();
+    assert!(text.contains(args), "{args}");
+    let stored = up.cli(&["run", "cat", run, args]).ok();
+    assert!(
+        stored.stdout.contains("hello from MCP"),
+        "{}",
+        stored.stdout
+    );
+}
+
+#[test]
+fn the_python_sdk_uses_the_plane_over_streamable_http() {
+    let up = plane();
+    let url = format!(
+        "http://127.0.0.1:{}/mcp?profile=mcp-face",
+        up.ports.metrics[0]
+    );
+    let report = python_client(&["http", &url]);
+    let run = check_report(&report);
+    check_journal(&up, &run, &report);
+}
+
+#[test]
+fn the_python_sdk_uses_the_plane_through_the_stdio_bridge() {
+    let up = plane();
+    let url = format!("http://127.0.0.1:{}/mcp", up.ports.metrics[0]);
+    let bin = bin();
+    let report = python_client(&[
+        "stdio",
+        &bin.to_string_lossy(),
+        "mcp",
+        "serve",
+        "--stdio",
+        "--profile",
+        "mcp-face",
+        "--url",
+        &url,
+    ]);
+    let run = check_report(&report);
+    check_journal(&up, &run, &report);
+}
+
+#[test]
+fn the_typescript_sdk_uses_the_plane_over_streamable_http() {
+    let up = plane();
+    let url = format!(
+        "http://127.0.0.1:{}/mcp?profile=mcp-face",
+        up.ports.metrics[0]
+    );
+    let report = typescript_client(&["http", &url]);
+    let run = check_report(&report);
+    check_journal(&up, &run, &report);
+}
