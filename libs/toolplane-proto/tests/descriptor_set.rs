@@ -68,6 +68,10 @@ fn production_set_holds_every_service_and_rpc() {
                 "GetInvocation",
                 "ListInvocations",
                 "GetSnapshot",
+                "ListApprovals",
+                "DecideApproval",
+                "AnswerQuestion",
+                "CollectToolResults",
             ],
         ),
         (
@@ -113,6 +117,7 @@ fn production_set_holds_every_service_and_rpc() {
             "toolplane.v1.TokenService",
             &["CreateToken", "ListTokens", "RevokeToken"],
         ),
+        ("toolplane.v1.AdminAuditService", &["ListAdminAudit"]),
     ];
 
     let actual = services(&decode(toolplane_proto::FILE_DESCRIPTOR_SET).unwrap());

@@ -222,15 +222,13 @@ async fn a_client_branches_on_error_info_reason_alone() {
     );
 
     // A peer's refusal relayed by the runtime keeps the peer's reason as its cause.
+    let run = h.create_run("p1", false).await;
     let relayed = record(
-        "CreateRun of an unknown profile",
-        failure(h.runtime.create_run(pb::CreateRunRequest {
+        "OpenInvocation of an unknown profile",
+        failure(h.runtime.open_invocation(pb::OpenInvocationRequest {
+            run_id: run,
             profile_id: "nope".into(),
-            chat: Some(pb::ChatBinding {
-                chat_id: "chat-1".into(),
-                message_id: None,
-            }),
-            mode: pb::RunMode::Foreground as i32,
+            provider_format: pb::ProviderFormat::OpenaiChat as i32,
             ..Default::default()
         }))
         .await,
@@ -269,7 +267,7 @@ async fn a_client_branches_on_error_info_reason_alone() {
         ("UpsertServer without a transport", Action::FixRequest),
         ("ReadJournal of an unknown run", Action::CreateIt),
         ("GetRunWorkspace without a run id", Action::FixRequest),
-        ("CreateRun of an unknown profile", Action::CreateIt),
+        ("OpenInvocation of an unknown profile", Action::CreateIt),
     ];
     for ((what, reason, act), (want_what, want)) in seen.iter().zip(expected) {
         assert_eq!(*what, want_what);
