@@ -140,9 +140,17 @@ pub enum Command {
     /// A run's journal as a readable timeline: every tool call with its alias, duration, outcome,
     /// error code and audit paths.
     Events(EventsArgs),
+    /// Print a shell completion script (`source <(toolplane completions bash)`).
+    Completions(CompletionsArgs),
     /// The demo's bundled MCP server over stdio (started by `up --demo` through the mcp-proxy).
     #[command(hide = true)]
     DemoMcpServer,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish, elvish or powershell.
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Subcommand)]
@@ -566,6 +574,11 @@ pub async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Answer(a) => crate::commands::approvals::answer(a, &eps, out)
             .await
             .map(|()| 0),
+        Command::Completions(a) => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(a.shell, &mut command, "toolplane", &mut std::io::stdout());
+            Ok(0)
+        }
         Command::DemoMcpServer => crate::demo_mcp::serve_stdio()
             .await
             .map(|()| 0)

@@ -43,7 +43,7 @@ fn main() -> ExitCode {
         // The bundled MCP server speaks on stdout and needs no logs; the plane logs what its
         // services do; client commands only log problems, so their output stays readable.
         let telemetry = match &cli.command {
-            Command::DemoMcpServer => None,
+            Command::DemoMcpServer | Command::Completions(_) => None,
             command => {
                 // `toolplane` also matches the service crates (`toolplane_runtime`, …): a filter
                 // target is a prefix.
