@@ -30,6 +30,27 @@ pub const MAX_BYTES: usize = 64 << 20;
 
 type Key = (String, String);
 
+/// A creating request that takes a `request_id`, and the service that answers it (the
+/// `service` of a refusal's `ErrorInfo` metadata, like every other error of that service).
+pub trait Keyed {
+    /// The service name as the status metadata gives it.
+    const SERVICE: &'static str;
+}
+
+macro_rules! keyed {
+    ($($service:literal => $($message:ident),+;)*) => {
+        $($(impl Keyed for crate::v1::$message {
+            const SERVICE: &'static str = $service;
+        })+)*
+    };
+}
+
+keyed! {
+    "runtime" => CreateRunRequest, StartRunRequest;
+    "catalog" => PutProfileRequest, CreateTokenRequest;
+    "mcp-proxy" => UpsertServerRequest;
+}
+
 struct Entry<Req, Resp> {
     request: Req,
     bytes: usize,
@@ -68,7 +89,7 @@ impl<Req, Resp> Default for Replays<Req, Resp> {
 
 impl<Req, Resp> Replays<Req, Resp>
 where
-    Req: Message + PartialEq + Clone,
+    Req: Message + PartialEq + Clone + Keyed,
     Resp: Clone,
 {
     pub fn new() -> Self {
@@ -114,7 +135,9 @@ where
                         "request_id `{}` was used for a different request in this cell",
                         key.1.chars().take(80).collect::<String>()
                     ),
-                    Details::new().field("request_id", "used before for a different request"),
+                    Details::new()
+                        .meta("service", Req::SERVICE)
+                        .field("request_id", "used before for a different request"),
                 ));
             }
             return Ok(Arc::clone(&entry.answer));
@@ -225,6 +248,8 @@ mod tests {
             status::error_code(&err).as_deref(),
             Some(IDEMPOTENCY_MISMATCH)
         );
+        let info = tonic_types::StatusExt::get_details_error_info(&err).unwrap();
+        assert_eq!(info.metadata["service"], "runtime");
         assert_eq!(runs.load(Ordering::SeqCst), 3);
     }
 
