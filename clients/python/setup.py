@@ -6,7 +6,8 @@ The ``.proto`` files are read from ``proto/`` beside this file when it exists (a
 copy there) or else from the repository's ``proto/`` two levels up (a checkout). Building an sdist
 copies them in, so a wheel built from that sdist, anywhere, has them. The stubs are written straight
 into the build directory (package ``toolplane.v1``, mirroring the proto package, with ``.pyi``
-files and ``py.typed``); they never appear in the source tree and are not committed.
+files and ``py.typed``); they are not committed, and appear in the source tree only for an
+editable install.
 """
 
 from __future__ import annotations
@@ -72,13 +73,21 @@ def generate(root: Path, out: Path) -> int:
 
 
 class BuildPyWithStubs(build_py):
-    """``build_py`` that also generates ``toolplane.v1`` into the build directory."""
+    """``build_py`` that also generates ``toolplane.v1`` into the build directory.
+
+    An editable install (``pip install -e``) imports the packages from the source tree, so there
+    the stubs are generated beside ``toolplane_client`` (ignored by git) and ``toolplane`` is
+    added to the packages the install maps; rerun it after ``proto/`` changes."""
 
     def run(self) -> None:
         super().run()
         root = proto_root()
-        count = generate(root, Path(self.build_lib))
-        self.announce(f"generated the stubs of {count} .proto files from {root}", level=2)
+        out = HERE if self.editable_mode else Path(self.build_lib)
+        count = generate(root, out)
+        if self.editable_mode:
+            packages = self.distribution.packages
+            packages += [p for p in ("toolplane", "toolplane.v1") if p not in packages]
+        self.announce(f"generated the stubs of {count} .proto files from {root} into {out}", level=2)
 
     def get_outputs(self, include_bytecode: bool = True) -> list[str]:
         outputs = super().get_outputs(include_bytecode)

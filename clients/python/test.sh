@@ -57,7 +57,7 @@ for python in "${pythons[@]}"; do
   version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
   venv="$target/python-client-venv-$version"
   echo "== Python $version ($python): clean venv $venv, pip install ./clients/python[test]"
-  rm -rf "$venv" clients/python/build clients/python/toolplane_client.egg-info
+  rm -rf "$venv" clients/python/{build,toolplane,toolplane_client.egg-info}
   "$python" -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet "./clients/python[test]"
   # From inside the venv, so nothing imports the source tree instead of the installed package.

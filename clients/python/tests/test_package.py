@@ -1,12 +1,14 @@
 """The package as a user gets it: installed with one pip command, its stubs generated during the
 build (in no source tree), typed, and buildable as an sdist whose wheel, built elsewhere, has the
-stubs too."""
+stubs too; and as a developer gets it from an editable install."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tarfile
+import venv
 import zipfile
 from pathlib import Path
 
@@ -58,3 +60,22 @@ def test_python_m_build_makes_an_sdist_with_the_protos_and_from_it_a_wheel_with_
         assert {f"toolplane/v1/{stem}_pb2.py", f"toolplane/v1/{stem}_pb2.pyi", f"toolplane/v1/{stem}_pb2_grpc.py"} <= files
     assert {"toolplane/py.typed", "toolplane_client/py.typed", "toolplane_client/aio.py"} <= files
     assert not any(f.startswith("toolplane/testing/") for f in files), "the test-only service is not shipped"
+
+
+def test_an_editable_install_generates_the_stubs_beside_the_source(tmp_path):
+    env = tmp_path / "venv"
+    venv.create(env, with_pip=True)
+    python = env / "bin" / "python"
+    try:
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--editable", str(SOURCE)], check=True)
+        shown = subprocess.run(
+            [str(python), "-c", "import toolplane_client, toolplane.v1.runtime_pb2 as r; print(toolplane_client.__file__); print(r.__file__)"],
+            cwd=tmp_path,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        assert shown == [str(SOURCE / "toolplane_client" / "__init__.py"), str(SOURCE / "toolplane" / "v1" / "runtime_pb2.py")]
+    finally:
+        for generated in ("toolplane", "build", "toolplane_client.egg-info"):
+            shutil.rmtree(SOURCE / generated, ignore_errors=True)
