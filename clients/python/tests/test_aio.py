@@ -89,7 +89,7 @@ def test_async_failures_are_the_same_typed_errors(addresses):
 
             with pytest.raises(NotFoundError) as streamed:
                 await plane.journal("run-none")
-            assert streamed.value.reason.endswith("not_found"), streamed.value
+            assert streamed.value.reason == "runtime.not_found", "a stream's failure is typed too"
 
             await plane.put_profile({"id": "py-aio-2", "tools": {"allow": ["builtin:workspace.*"]}})
             run = await plane.create_run(profile_id="py-aio-2", chat_id="py-aio-3", background=True)

@@ -106,6 +106,7 @@ def test_a_client_branches_on_error_info_reason_alone(plane):
     bad_call = {"role": "assistant", "tool_calls": [{"id": "x", "type": "function", "function": {"name": "nope", "arguments": "{}"}}]}
     cases = [
         ("GetRun of an unknown run", client(plane.get_run, "run-none"), "create"),
+        ("the journal of an unknown run (a stream)", client(plane.journal, "run-none"), "create"),
         ("StartRun without a spec", raw(plane.runtime.StartRun, runtime_pb2.StartRunRequest()), "fix"),
         ("ListRuns with a forged token", raw(plane.runtime.ListRuns, runtime_pb2.ListRunsRequest(page_token="50")), "fix"),
         ("GetProfile of an unknown profile", client(plane.get_profile, "nope"), "create"),
@@ -147,10 +148,11 @@ def test_a_client_branches_on_error_info_reason_alone(plane):
     reasons = {reason for reason, _ in seen.values()}
     assert len(reasons) >= 10, reasons
     # The classes follow the gRPC status, for code that would rather catch by kind.
-    assert isinstance(cases[0][1], NotFoundError)
-    assert isinstance(cases[5][1], AbortedError)
-    assert isinstance(cases[13][1], FailedPreconditionError)
-    assert [v.field for v in cases[2][1].field_violations] == ["page_token"]
+    errors = {what: error for what, error, _ in cases}
+    assert isinstance(errors["GetRun of an unknown run"], NotFoundError)
+    assert isinstance(errors["PutProfile of a stale version"], AbortedError)
+    assert isinstance(errors["a tool call of an alias never offered"], FailedPreconditionError)
+    assert [v.field for v in errors["ListRuns with a forged token"].field_violations] == ["page_token"]
 
 
 def test_a_peer_refusal_keeps_the_peer_reason_as_its_cause(plane):
