@@ -12,6 +12,7 @@ import venv
 import zipfile
 from pathlib import Path
 
+import pytest
 import toolplane
 import toolplane_client
 from toolplane.v1 import runtime_pb2, runtime_pb2_grpc
@@ -39,6 +40,7 @@ def test_the_package_is_typed():
     assert "class CreateRunRequest" in (stubs / "v1" / "runtime_pb2.pyi").read_text()
 
 
+@pytest.mark.packaging
 def test_python_m_build_makes_an_sdist_with_the_protos_and_from_it_a_wheel_with_the_stubs(tmp_path):
     # `python -m build` builds the sdist, then the wheel from the sdist unpacked in a temporary
     # directory, away from the repository's proto/.
@@ -62,6 +64,7 @@ def test_python_m_build_makes_an_sdist_with_the_protos_and_from_it_a_wheel_with_
     assert not any(f.startswith("toolplane/testing/") for f in files), "the test-only service is not shipped"
 
 
+@pytest.mark.packaging
 def test_an_editable_install_generates_the_stubs_beside_the_source(tmp_path):
     env = tmp_path / "venv"
     venv.create(env, with_pip=True)
