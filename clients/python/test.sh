@@ -9,8 +9,8 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 target="${CARGO_TARGET_DIR:-$root/target}"
-# pip's downloads (also those of the isolated build environments) are kept under target/, so a
-# second run fetches nothing again and nothing is cached elsewhere.
+# pip's cache (also that of the isolated build environments) lives under target/, like every
+# other build output: nothing is cached elsewhere.
 export PIP_CACHE_DIR="$target/pip-cache" PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 
 # The first working interpreter of Python 3.<minor>: on PATH, then pyenv's, then the system's.
