@@ -1,24 +1,74 @@
 #!/usr/bin/env bash
-# The Python client's test, from a clean machine: a venv under target/ with the pinned
-# requirements, stubs generated afresh from proto/, the toolplane binary (built unless
-# TOOLPLANE_BIN names one), then pytest, which starts `toolplane up` on free ports and drives a
-# host-driven run through the client and the example agent loop.
+# The Python client's test, as a user installs it. For each interpreter — Python 3.10, the oldest
+# the package supports, and the newest one on the machine — a clean venv under target/, the
+# package and its test extra installed with one pip command (which generates the stubs from proto/
+# while it builds), then pytest, which starts `toolplane up` on free ports (the binary is built
+# unless TOOLPLANE_BIN names one) and runs the tests against the installed package.
+#   TOOLPLANE_PYTHONS="/usr/bin/python3.11 …"   test on these interpreters instead
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 target="${CARGO_TARGET_DIR:-$root/target}"
-venv="$target/python-client-venv"
-req=clients/python/requirements.txt
+# pip's cache (also that of the isolated build environments) lives under target/, like every
+# other build output: nothing is cached elsewhere.
+export PIP_CACHE_DIR="$target/pip-cache" PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 
-. scripts/lib/venv.sh
-ensure_venv "$venv" "$req"
+# The first working interpreter of Python 3.<minor>: on PATH, then pyenv's, then the system's.
+python_of() {
+  local minor=$1 candidate
+  for candidate in "$(command -v "python3.$minor" || true)" \
+    $(ls -d "${PYENV_ROOT:-$HOME/.pyenv}/versions/3.$minor".*/bin/python 2>/dev/null | sort -V -r) \
+    "/usr/local/bin/python3.$minor" "/usr/bin/python3.$minor"; do
+    if [ -n "$candidate" ] && [ -x "$candidate" ] && "$candidate" -c 'import venv, ensurepip' 2>/dev/null; then
+      echo "$candidate"
+      return 0
+    fi
+  done
+  return 1
+}
 
-PYTHON="$venv/bin/python" clients/python/generate.sh
+if [ -n "${TOOLPLANE_PYTHONS:-}" ]; then
+  read -r -a pythons <<<"$TOOLPLANE_PYTHONS"
+else
+  pythons=()
+  if oldest=$(python_of 10); then
+    pythons+=("$oldest")
+  else
+    echo "clients/python/test.sh: no Python 3.10 on this machine (PATH, pyenv, /usr/bin); the oldest supported version goes untested" >&2
+  fi
+  for minor in $(seq 30 -1 11); do
+    if newest=$(python_of "$minor"); then
+      pythons+=("$newest")
+      break
+    fi
+  done
+fi
+if [ ${#pythons[@]} -eq 0 ]; then
+  echo "clients/python/test.sh: no Python 3.10 or newer found" >&2
+  exit 1
+fi
 
 if [ -z "${TOOLPLANE_BIN:-}" ]; then
   cargo build --quiet --locked -p toolplane --bin toolplane
   export TOOLPLANE_BIN="$target/debug/toolplane"
 fi
 
-cd clients/python
-exec "$venv/bin/python" -m pytest -q -p no:cacheprovider tests
+last=${pythons[${#pythons[@]}-1]}
+for python in "${pythons[@]}"; do
+  version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  venv="$target/python-client-venv-$version"
+  echo "== Python $version ($python): clean venv $venv, pip install ./clients/python[test]"
+  rm -rf "$venv" clients/python/{build,toolplane,toolplane_client.egg-info}
+  "$python" -m venv "$venv"
+  # No byte-compiling of every installed module (the OpenAI SDK has thousands): only what runs.
+  "$venv/bin/python" -m pip install --quiet --no-compile "./clients/python[test]"
+  # The tests that build the package itself (`packaging`: sdist, wheel from it, editable install)
+  # run once, on the last interpreter; the install above has built it with each interpreter.
+  selection=()
+  if [ "$python" != "$last" ]; then
+    selection=(-m "not packaging")
+  fi
+  # From inside the venv, so nothing imports the source tree instead of the installed package.
+  (cd "$venv" && "$venv/bin/python" -m pytest -q -p no:cacheprovider "${selection[@]}" \
+    --rootdir "$root/clients/python" "$root/clients/python/tests")
+done

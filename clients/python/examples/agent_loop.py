@@ -6,7 +6,8 @@ Completions API takes them); the model's assistant message goes back to the runt
 ``role: tool`` messages it returns are appended to the conversation. The loop ends when the agent
 calls ``workspace_finish``: the answer it committed is then in the chat.
 
-Run it against `toolplane up` and any OpenAI-compatible endpoint:
+It needs only the package (``pip install ./clients/python``); ``openai_agent.py`` is the same loop
+with the OpenAI Python SDK. Run it against `toolplane up` and any OpenAI-compatible endpoint:
 
     OPENAI_API_KEY=… python examples/agent_loop.py --model gpt-4.1 "Write a haiku about tools."
     OPENAI_BASE_URL=http://127.0.0.1:8000/v1 python examples/agent_loop.py --model qwen2.5 "…"
@@ -21,12 +22,10 @@ import json
 import os
 import sys
 import urllib.request
-from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from toolplane_client import Plane, common_pb2, connect  # noqa: E402
+from toolplane_client import Plane, common_pb2, connect
 
 Model = Callable[[dict[str, Any]], dict[str, Any]]
 

@@ -1,105 +1,20 @@
-"""The Python client against a real plane: `toolplane up` started on free loopback ports, the stubs
-generated from proto/, and the example agent loop driving a host-driven run with OpenAI-format
-tools (a fake model of canned assistant messages stands in for the real one) — write a file,
-commit it, finish — until the run has completed and the answer is in the chat.
-
-The binary is `$TOOLPLANE_BIN`, default `target/debug/toolplane` (build it with
-`cargo build -p toolplane`); a missing binary fails the test with that command.
+"""The Python client against a real plane (`conftest.py` starts `toolplane up`): the example agent
+loop drives a host-driven run with OpenAI-format tools (a fake model of canned assistant messages
+stands in for the real one) — write a file, commit it, finish — until the run has completed and the
+answer is in the chat; a contract violation and a changing tool choice through the same client.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import threading
 import time
-from pathlib import Path
 
 import pytest
-
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[2]
-sys.path.insert(0, str(HERE.parent))
-sys.path.insert(0, str(HERE.parent / "examples"))
-
-from toolplane_client import ToolplaneError, common_pb2, connect, runtime_pb2  # noqa: E402
-from agent_loop import run_agent  # noqa: E402
-
-PORTS = ("runtime", "catalog", "catalog-http", "workspace", "mcp-proxy", "runtime-http", "workspace-http", "mcp-proxy-http")
+from agent_loop import run_agent
+from toolplane_client import common_pb2, runtime_pb2
+from toolplane_client.errors import FailedPreconditionError, InvalidArgumentError
 
 NOTE = "# From Python\n\nWritten through toolplane's host-driven mode.\n"
-
-
-def toolplane_bin() -> Path:
-    path = Path(os.environ.get("TOOLPLANE_BIN", ROOT / "target" / "debug" / "toolplane"))
-    if not path.is_absolute():
-        path = ROOT / path
-    if not path.is_file():
-        pytest.fail(f"the toolplane binary is not at {path}: build it with `cargo build -p toolplane` or set TOOLPLANE_BIN")
-    return path
-
-
-@pytest.fixture(scope="module")
-def plane(tmp_path_factory):
-    data = tmp_path_factory.mktemp("plane")
-    # Every port 0: the system picks free ones, read back from the `up` line, so the test neither
-    # races for a port nor collides with a plane already running on the defaults.
-    args = [str(toolplane_bin()), "--json", "up", "--data-dir", str(data / ".toolplane")]
-    for name in PORTS:
-        args += [f"--{name}-port", "0"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TOOLPLANE_", "OPENAI_"))}
-    proc = subprocess.Popen(args, cwd=data, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    addresses: dict = {}
-    up = threading.Event()
-
-    def read_stdout():
-        for line in proc.stdout:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if event.get("event") == "up":
-                addresses.update(event)
-                up.set()
-        # Its output ended: it stopped (or failed to start); the wait below need not go on.
-        up.set()
-
-    # Its log is drained as it comes, so a full pipe can never stall the plane.
-    log: list[str] = []
-    readers = [
-        threading.Thread(target=read_stdout, daemon=True),
-        threading.Thread(target=lambda: log.extend(proc.stderr), daemon=True),
-    ]
-    for reader in readers:
-        reader.start()
-    if not up.wait(60) or not addresses:
-        proc.kill()
-        readers[1].join(5)
-        pytest.fail(f"`toolplane up` did not start: {''.join(log)}")
-
-    def address(key):
-        return addresses[key].removeprefix("http://")
-
-    client = connect(
-        runtime=address("runtime"),
-        catalog=address("catalog"),
-        workspace=address("workspace"),
-        mcp_proxy=address("mcpProxy"),
-    )
-    client.wait_ready(timeout=30)
-    yield client
-    client.close()
-    proc.send_signal(signal.SIGINT)
-    try:
-        code = proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        pytest.fail("`toolplane up` did not stop within 30 s of Ctrl-C")
-    readers[1].join(5)
-    assert code == 0, "".join(log)
 
 
 class FakeModel:
@@ -160,9 +75,9 @@ def test_a_contract_violation_is_a_coded_error_and_fails_the_run(plane):
     plane.put_profile(WRITER)
     run = plane.create_run(profile_id="py-writer", chat_id="py-chat-2", background=True)
     invocation = plane.open_invocation(run.run_id, "openai_chat")
-    with pytest.raises(ToolplaneError) as error:
+    with pytest.raises(FailedPreconditionError) as error:
         plane.execute_tool_calls(invocation, call("x1", "shell_exec", {}))
-    assert error.value.code == "model.unknown_tool_alias"
+    assert error.value.reason == "model.unknown_tool_alias"
     assert invocation.state == runtime_pb2.INVOCATION_STATE_FAILED
     deadline = time.time() + 10
     while plane.get_run(run.run_id).status != common_pb2.RUN_STATUS_FAILED and time.time() < deadline:
@@ -177,9 +92,9 @@ def test_a_host_changes_the_tool_choice_per_turn_and_text_turns_use_up_no_round(
     first = invocation.turn_id
     assert invocation.tools["tool_choice"] == "auto"
 
-    with pytest.raises(ToolplaneError) as error:
+    with pytest.raises(InvalidArgumentError) as error:
         plane.execute_tool_calls(invocation, call("c0", "workspace_list_files", {}), next_tool_choice="builtin:nope.tool")
-    assert error.value.code == "runtime.invalid_request"
+    assert error.value.reason == "runtime.invalid_request"
     assert invocation.open and invocation.turn_id == first
 
     text = {"role": "assistant", "content": "Let me think."}
