@@ -62,15 +62,14 @@ def action(error: ToolplaneError) -> str:
     pytest.fail(f"this client does not know `{error.reason}`: {error!r}")
 
 
-def checked(error: ToolplaneError, service: bool = True) -> ToolplaneError:
-    """What every toolplane status carries, as the typed error shows it (``service``: and the
-    metadata naming the service that refused)."""
+def checked(error: ToolplaneError) -> ToolplaneError:
+    """What every toolplane status carries, as the typed error shows it, with the metadata naming
+    the service that refused."""
     assert error.domain == DOMAIN, repr(error)
     assert type(error) is error_class(error.status), repr(error)
     assert error.message.startswith(error.reason + ": "), repr(error)
     assert not error.message[len(error.reason) + 2 :].startswith(error.reason + ":"), "the code is stated once"
-    if service:
-        assert error.metadata.get("service") in {"runtime", "catalog", "workspace", "mcp-proxy"}, error.metadata
+    assert error.metadata.get("service") in {"runtime", "catalog", "workspace", "mcp-proxy"}, error.metadata
     if error.status == grpc.StatusCode.INVALID_ARGUMENT:
         assert error.field_violations, f"no BadRequest: {error!r}"
     return error
@@ -93,10 +92,10 @@ def client(call: Callable[..., Any], *args: Any, **kwargs: Any) -> ToolplaneErro
 
 
 def refused_retry(call: Callable[..., Any], **kwargs: Any) -> ToolplaneError:
-    """A create refused by the shared idempotency layer, whose metadata names no service."""
+    """A create refused by the shared idempotency layer."""
     with pytest.raises(ToolplaneError) as caught:
         call(**kwargs)
-    return checked(caught.value, service=False)
+    return checked(caught.value)
 
 
 def test_a_client_branches_on_error_info_reason_alone(plane):
