@@ -545,7 +545,7 @@ async fn a_platform_policy_on_an_annotation_holds_an_external_call_and_a_denial_
 }
 
 #[tokio::test]
-async fn after_a_restart_a_held_host_driven_call_is_lapsed_never_run() {
+async fn after_a_restart_a_held_host_driven_call_is_still_held_and_runs_once_when_approved() {
     let a = alone().await;
     mcp_ask(&a);
     a.mem
@@ -561,15 +561,60 @@ async fn after_a_restart_a_held_host_driven_call_is_lapsed_never_run() {
     let id = first.awaiting[0].approval_id.clone();
     let rt = a.restart().await;
     let after = rt.approvals.get(&id).expect("read back from the store");
+    assert_eq!(after.state, ApprovalState::Pending, "still awaiting");
+    assert_eq!(rt.run("ap9").unwrap().snapshot().status, RunStatus::Running);
+    let deletes = || {
+        a.mem
+            .executed()
+            .iter()
+            .filter(|t| t.ends_with("delete_repo"))
+            .count()
+    };
+    assert_eq!(deletes(), 0);
+    rt.decide_approval(&id, None, approve("alice"))
+        .await
+        .unwrap();
+    let inv = rt.invocation(&opened.invocation.id).expect("rebuilt");
+    let done = rt
+        .collect_host_calls(&inv, &opened.turn_id, Duration::from_secs(5), None)
+        .await
+        .unwrap();
+    assert!(done.awaiting.is_empty());
+    assert!(done.next_turn_id.is_some());
+    assert_eq!(deletes(), 1, "run once, after the approval");
+    let again = rt
+        .collect_host_calls(&inv, &opened.turn_id, Duration::ZERO, None)
+        .await;
+    assert!(again.is_err(), "the turn was collected");
+    assert_eq!(deletes(), 1);
+    assert_eq!(a.mem.payloads("ap9", "agent_invocation_restored").len(), 1);
+}
+
+/// A runtime-driven run's loop is not rebuilt after a restart: its held question lapses and the
+/// run is failed as interrupted.
+#[tokio::test]
+async fn after_a_restart_a_runtime_driven_held_call_lapses_and_the_run_is_interrupted() {
+    let a = alone().await;
+    a.mem.put_profile(agent(
+        "writer",
+        json!({"tools": {"allow": ["builtin:workspace.*", "builtin:ask_user"], "maxRounds": 8}}),
+    ));
+    let script = json!([turn(&[("ask_user", json!({"question": "Which colour?"}))])]);
+    a.start(writer_run("ap9r"), scripted(script)).await;
+    let q = first_pending(&a, "ap9r").await;
+    let rt = a.restart().await;
+    let after = rt.approvals.get(&q.id).expect("read back from the store");
     assert_eq!(after.state, ApprovalState::Expired);
     assert_eq!(after.decided_by, "runtime");
-    let late = rt
-        .decide_approval(&id, None, approve("alice"))
-        .await
-        .unwrap_err();
+    let answer = Decision::Answer {
+        by: "alice".into(),
+        answer: "blue".into(),
+    };
+    let late = rt.decide_approval(&q.id, None, answer).await.unwrap_err();
     assert_eq!(late.code(), codes::RUNTIME_APPROVAL_DECIDED);
-    assert!(!a.mem.executed().iter().any(|t| t.ends_with("delete_repo")));
-    assert_eq!(rt.run("ap9").unwrap().snapshot().status, RunStatus::Failed);
+    let run = rt.run("ap9r").unwrap().snapshot();
+    assert_eq!(run.status, RunStatus::Failed);
+    assert_eq!(run.failure.unwrap().code, "runtime.interrupted");
 }
 
 #[tokio::test]
