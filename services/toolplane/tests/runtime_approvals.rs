@@ -446,3 +446,51 @@ async fn an_unwatched_held_call_expires_at_its_deadline() {
     assert_eq!(echo_calls(&call_log), 0);
     h.plane.shutdown().await;
 }
+
+/// A held call whose deadline passes while the runtime is stopped expires right after the next
+/// start, journalled without anyone asking; the rebuilt turn then answers it as denied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_passed_while_stopped_expires_right_after_the_restart() {
+    let data = tempfile::tempdir().unwrap();
+    let data_dir = data.path().to_path_buf();
+    let call_log = data.path().join("calls.log");
+    let config = |c: &mut toolplane::plane::PlaneConfig| {
+        c.data_dir = data_dir.clone();
+        c.runtime.approvals.timeout_seconds = 3;
+    };
+    let mut h = harness_with(config).await;
+    ask_fixture(&mut h, &call_log).await;
+    let (run, inv, turn) = hold_an_echo(&mut h).await;
+    let held_at = std::time::Instant::now();
+    let denied = |j: &[pb::JournalEvent]| {
+        j.iter()
+            .any(|e| e.r#type == "tool_call_denied" && payload(e)["callId"] == "c1")
+    };
+    assert!(!denied(&h.journal(&run).await));
+    h.plane.shutdown().await;
+    tokio::time::sleep(std::time::Duration::from_millis(3_500).saturating_sub(held_at.elapsed()))
+        .await;
+
+    let mut h = harness_with(config).await;
+    let mut seen = false;
+    for _ in 0..30 {
+        if denied(&h.journal(&run).await) {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(seen, "{:?}", types(&h.journal(&run).await));
+    assert_eq!(h.run(&run).await.status, pb::RunStatus::Running as i32);
+    let done = collect(&mut h, &inv, &turn).await;
+    let messages: Vec<Value> = serde_json::from_str(&done.result_messages_json).unwrap();
+    assert!(
+        messages[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("the call was not run"),
+        "{messages:?}"
+    );
+    assert_eq!(echo_calls(&call_log), 0);
+    h.plane.shutdown().await;
+}
