@@ -590,6 +590,40 @@ async fn after_a_restart_a_held_host_driven_call_is_still_held_and_runs_once_whe
     assert_eq!(a.mem.payloads("ap9", "agent_invocation_restored").len(), 1);
 }
 
+/// A run cancelled while a call is held keeps nothing to resume: after a restart it stays
+/// cancelled, its approval lapsed, and the call never ran.
+#[tokio::test]
+async fn a_run_cancelled_while_a_call_is_held_is_not_resumed_after_a_restart() {
+    let a = alone().await;
+    mcp_ask(&a);
+    a.mem
+        .put_profile(agent("ops", json!({"tools": {"allow": ["mcp:github/*"]}})));
+    let opened = a.host_run("ap9c", "ops").await;
+    let first = a
+        .first_turn(
+            &opened,
+            &calls(&[("c1", "mcp__github__delete_repo", json!({"name": "old"}))]),
+        )
+        .await
+        .unwrap();
+    let id = first.awaiting[0].approval_id.clone();
+    let run = a.rt.run("ap9c").unwrap();
+    a.rt.cancel_run(&run, "changed my mind").await.unwrap();
+    let rt = a.restart().await;
+    assert_eq!(
+        rt.run("ap9c").unwrap().snapshot().status,
+        RunStatus::Cancelled
+    );
+    assert!(rt.invocation(&opened.invocation.id).is_err(), "not rebuilt");
+    assert_eq!(rt.approvals.get(&id).unwrap().state, ApprovalState::Expired);
+    assert!(
+        a.mem
+            .payloads("ap9c", "agent_invocation_restored")
+            .is_empty()
+    );
+    assert!(!a.mem.executed().iter().any(|t| t.ends_with("delete_repo")));
+}
+
 /// A runtime-driven run's loop is not rebuilt after a restart: its held question lapses and the
 /// run is failed as interrupted.
 #[tokio::test]

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use crate::context::Runtime;
-use crate::state::{ApprovalState, Decision, Driver, Event, Invocation, Run, turn_id};
+use crate::state::{ApprovalState, Decision, Driver, Event, Invocation, Run, RunStatus, turn_id};
 
 /// Why an approval outside the rebuilt turn lapses.
 const LAPSED: &str = "the runtime restarted while the call was held, and only a host-driven run's held turn is kept across a restart";
@@ -20,7 +20,10 @@ impl Runtime {
     /// (then it is failed as interrupted, as before).
     pub async fn resume_held(&self, run: &Arc<Run>) -> bool {
         let record = run.snapshot();
-        if record.driver != Driver::Host || record.active_invocation_id.is_empty() {
+        if record.driver != Driver::Host
+            || record.status != RunStatus::Running
+            || record.active_invocation_id.is_empty()
+        {
             return false;
         }
         let Some(r) = self

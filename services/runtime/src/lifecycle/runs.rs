@@ -341,6 +341,8 @@ impl Runtime {
         // (each holds its invocation's lock), and only then does the run end. Any other end
         // meanwhile is left to this one (`end_run`), so the run ends as cancelled, not failed.
         run.cancel();
+        // A cancelled run never resumes after a restart, even one before its end is recorded.
+        self.forget_held_of_run(&run.cell, &run.id).await;
         let open = self.invocations_where(|i| i.run.id == run.id);
         // On a task of its own: a caller that stops waiting (a dropped request, a deadline) must
         // not leave a run cancelled but never ended.
