@@ -590,6 +590,87 @@ async fn after_a_restart_a_held_host_driven_call_is_still_held_and_runs_once_whe
     assert_eq!(a.mem.payloads("ap9", "agent_invocation_restored").len(), 1);
 }
 
+/// A builtin, an external host's tool and an MCP tool held in one host-driven turn: after a
+/// restart all three are still pending and nothing ran; approved, each runs exactly once, and the
+/// turn's answer has every call's result.
+#[tokio::test]
+async fn every_tool_kind_held_across_a_restart_runs_once_after_approval() {
+    let a = alone().await;
+    mcp_ask(&a);
+    let purge = toolplane_core::descriptor::ToolDescriptor::new(
+        toolplane_core::ToolId::parse("ext/crm:purge").unwrap(),
+        "Purge a customer.",
+        json!({"type": "object"}),
+    )
+    .unwrap();
+    a.mem.add_tool(
+        toolplane_core::ToolOrigin::External {
+            host_id: "crm".into(),
+            endpoint: "http://crm.test".into(),
+        },
+        purge,
+        None,
+    );
+    a.mem.put_profile(agent(
+        "ops",
+        json!({"tools": {"allow": ["builtin:workspace.*", "ext/crm:*", "mcp:github/*"], "approvalRequired": ["builtin:workspace.write_file", "ext/crm:*"]}}),
+    ));
+    let opened = a.host_run("ap9k", "ops").await;
+    let first = a
+        .first_turn(
+            &opened,
+            &calls(&[
+                (
+                    "c1",
+                    "workspace_write_file",
+                    json!({"path": "output/main.md", "content": "kept"}),
+                ),
+                ("c2", "ext__crm__purge", json!({"id": 7})),
+                ("c3", "mcp__github__delete_repo", json!({"name": "old"})),
+            ]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(first.awaiting.len(), 3);
+    let rt = a.restart().await;
+    let pending = rt
+        .list_approvals(&ApprovalFilter {
+            run_id: "ap9k".into(),
+            state: Some(ApprovalState::Pending),
+            ..ApprovalFilter::default()
+        })
+        .await;
+    assert_eq!(pending.len(), 3, "all still awaiting");
+    let ran = |tool: &str| {
+        a.mem
+            .executed()
+            .iter()
+            .filter(|t| t.ends_with(tool))
+            .count()
+    };
+    assert_eq!(
+        (ran("write_file"), ran("purge"), ran("delete_repo")),
+        (0, 0, 0)
+    );
+    for p in &pending {
+        rt.decide_approval(&p.id, None, approve("alice"))
+            .await
+            .unwrap();
+    }
+    let inv = rt.invocation(&opened.invocation.id).expect("rebuilt");
+    let done = rt
+        .collect_host_calls(&inv, &opened.turn_id, Duration::from_secs(5), None)
+        .await
+        .unwrap();
+    assert!(done.awaiting.is_empty());
+    assert_eq!(done.result_messages.as_array().unwrap().len(), 3);
+    assert_eq!(
+        (ran("write_file"), ran("purge"), ran("delete_repo")),
+        (1, 1, 1)
+    );
+    assert_eq!(a.mem.file("output/main.md").as_deref(), Some("kept"));
+}
+
 /// A run cancelled while a call is held keeps nothing to resume: after a restart it stays
 /// cancelled, its approval lapsed, and the call never ran.
 #[tokio::test]
