@@ -15,7 +15,7 @@ use crate::error::RuntimeError;
 use crate::state::{Approval, ApprovalKind, ApprovalState, Decision, Event, now_ms};
 
 /// The longest the expiry sweep sleeps between looks.
-const SWEEP_AT_LEAST: Duration = Duration::from_secs(1);
+const SWEEP_AT_MOST: Duration = Duration::from_secs(1);
 
 /// Which approvals a list asks for.
 #[derive(Debug, Clone, Default)]
@@ -110,15 +110,15 @@ impl Runtime {
     }
 
     /// Expires approvals at their deadlines, for as long as it is polled: sleeps until the
-    /// earliest deadline (at most [`SWEEP_AT_LEAST`]), or until an approval changes. So an
+    /// earliest deadline (at most [`SWEEP_AT_MOST`]), or until an approval changes. So an
     /// expiry is decided and journalled when it happens, whether or not anyone looks.
     pub async fn sweep_approvals(&self) {
         loop {
             let changed = self.approvals.changed();
             let next = self.expire_overdue().await;
-            let wait = next.map_or(SWEEP_AT_LEAST, |at| {
+            let wait = next.map_or(SWEEP_AT_MOST, |at| {
                 let left = u64::try_from(at.saturating_sub(now_ms())).unwrap_or(0);
-                SWEEP_AT_LEAST.min(Duration::from_millis(left.max(1)))
+                SWEEP_AT_MOST.min(Duration::from_millis(left.max(1)))
             });
             tokio::select! {
                 () = changed => {}
