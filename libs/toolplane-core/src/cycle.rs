@@ -108,8 +108,9 @@ pub enum CycleVerdict {
     Stop { streak: u32 },
 }
 
-/// The state of one invocation's detector.
-#[derive(Debug, Clone, Default)]
+/// The state of one invocation's detector (serialisable, so a held turn can keep it across a
+/// restart).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct CycleDetector {
     thresholds: CycleThresholds,
     last: Option<(ToolId, u64)>,

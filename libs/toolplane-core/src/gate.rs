@@ -10,6 +10,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 use crate::error::{
     AGENT_TOOL_BUDGET_EXHAUSTED, CoreError, MODEL_TOOL_CHOICE_VIOLATED, MODEL_UNKNOWN_TOOL_ALIAS,
 };
@@ -33,6 +35,16 @@ pub struct ToolRequestGate {
     /// Tool id → position in `budgets`; shared, since it never changes after compile.
     index: Arc<HashMap<ToolId, usize>>,
     budgets: Vec<ToolBudget>,
+}
+
+/// What a gate has reserved so far: the invocation's calls, and each binding's in the snapshot's
+/// order. Kept with a turn that outlives the process (a held turn), so a gate rebuilt from the same
+/// snapshot goes on counting where it stopped.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GateUsage {
+    pub total: u32,
+    pub per_tool: Vec<u32>,
 }
 
 /// What a successful check reserved.
@@ -66,6 +78,25 @@ impl ToolRequestGate {
                     used: 0,
                 })
                 .collect(),
+        }
+    }
+
+    /// The gate of `snapshot` with `usage` already reserved (see [`GateUsage`]); counts for
+    /// bindings the snapshot does not have are ignored.
+    pub fn restored(snapshot: &InvocationToolSnapshot, usage: &GateUsage) -> Self {
+        let mut gate = ToolRequestGate::new(snapshot);
+        gate.used_total = usage.total;
+        for (budget, used) in gate.budgets.iter_mut().zip(&usage.per_tool) {
+            budget.used = *used;
+        }
+        gate
+    }
+
+    /// What the gate has reserved so far.
+    pub fn usage(&self) -> GateUsage {
+        GateUsage {
+            total: self.used_total,
+            per_tool: self.budgets.iter().map(|b| b.used).collect(),
         }
     }
 

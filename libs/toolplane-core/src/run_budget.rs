@@ -81,8 +81,9 @@ pub enum Exhausted {
     ModelTokens,
 }
 
-/// A run's budget and what the run has used of it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// A run's budget and what the run has used of it (serialisable, so a held turn can keep it
+/// across a restart).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunBudget {
     limits: RunBudgetLimits,
     calls_used: u32,

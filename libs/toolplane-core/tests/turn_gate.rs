@@ -395,3 +395,40 @@ fn an_outer_budget_refuses_after_the_gates_checks_and_consumes_nothing() {
         "the outer budget is not asked about a call the gate refuses"
     );
 }
+
+/// A gate rebuilt from the same snapshot with the usage of another goes on counting where that
+/// one stopped: a tool's used-up budget stays used up, and the total carries over.
+#[test]
+fn a_restored_gate_keeps_what_was_reserved() {
+    let s = snapshot(
+        json!({"allow": ["builtin:dice.roll", "mcp:docs/search"], "maxCallsPerInvocation": 4, "maxCallsPerTool": 2}),
+    );
+    let turn = ToolTurnContract::all(&s, 1, ToolChoice::Auto).unwrap();
+    let dice = |n: usize| {
+        turn.decode(
+            vec![call(Some(&format!("d{n}")), "dice_roll")],
+            CallIdPolicy::Required,
+        )
+        .unwrap()
+        .remove(0)
+    };
+    let mut gate = ToolRequestGate::new(&s);
+    gate.check_and_reserve(&turn, &dice(0)).unwrap();
+    gate.check_and_reserve(&turn, &dice(1)).unwrap();
+    let usage = gate.usage();
+    assert_eq!(usage.total, 2);
+    let text = serde_json::to_string(&usage).unwrap();
+    let mut restored = ToolRequestGate::restored(&s, &serde_json::from_str(&text).unwrap());
+    assert_eq!(restored.used_total(), 2);
+    let e = restored.check_and_reserve(&turn, &dice(2)).unwrap_err();
+    assert_eq!(e.code, AGENT_TOOL_BUDGET_EXHAUSTED);
+    let search = turn
+        .decode(
+            vec![call(Some("s"), "mcp__docs__search")],
+            CallIdPolicy::Required,
+        )
+        .unwrap()
+        .remove(0);
+    let r = restored.check_and_reserve(&turn, &search).unwrap();
+    assert_eq!(r.invocation_calls, 3, "the total carried over");
+}

@@ -53,6 +53,9 @@ pub mod env {
     pub const START_LOG: &str = "FIXTURE_START_LOG";
     /// Fixture: file to which `cancelled <tool>` is appended when a call is cancelled.
     pub const CANCEL_LOG: &str = "FIXTURE_CANCEL_LOG";
+    /// Fixture: file to which `called <tool> <arguments as JSON>` is appended when a call
+    /// arrives, before it is answered.
+    pub const CALL_LOG: &str = "FIXTURE_CALL_LOG";
     /// Fixture: `1` makes the process exit right after the handshake's first `tools/list`.
     pub const EXIT_AFTER_LIST: &str = "FIXTURE_EXIT_AFTER_LIST";
 }
@@ -269,6 +272,7 @@ pub struct FixtureConfig {
     pub description_bytes: usize,
     pub hostile: bool,
     pub cancel_log: Option<PathBuf>,
+    pub call_log: Option<PathBuf>,
     pub exit_after_list: bool,
 }
 
@@ -287,6 +291,7 @@ impl FixtureConfig {
             description_bytes: num(env::DESCRIPTION_BYTES, 16),
             hostile: std::env::var(env::HOSTILE).is_ok_and(|v| v == "1"),
             cancel_log: std::env::var_os(env::CANCEL_LOG).map(PathBuf::from),
+            call_log: std::env::var_os(env::CALL_LOG).map(PathBuf::from),
             exit_after_list: std::env::var(env::EXIT_AFTER_LIST).is_ok_and(|v| v == "1"),
         }
     }
@@ -415,14 +420,29 @@ impl FixtureServer {
     }
 
     fn log_cancel(&self, tool: &str) {
-        if let Some(path) = &self.config.cancel_log
-            && let Ok(mut file) = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-        {
-            let _ = writeln!(file, "cancelled {tool}");
+        if let Some(path) = &self.config.cancel_log {
+            append_line(path, &format!("cancelled {tool}"));
         }
+    }
+
+    fn log_call(&self, request: &CallToolRequestParams) {
+        if let Some(path) = &self.config.call_log {
+            let args = request.arguments.clone().unwrap_or_default();
+            append_line(
+                path,
+                &format!("called {} {}", request.name, Value::Object(args)),
+            );
+        }
+    }
+}
+
+fn append_line(path: &std::path::Path, line: &str) {
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(file, "{line}");
     }
 }
 
@@ -491,6 +511,7 @@ impl ServerHandler for FixtureServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        self.log_call(&request);
         let result = match request.name.as_ref() {
             "echo" => CallToolResult::success(vec![ContentBlock::text(arg_str(&request, "text"))]),
             "structured" => CallToolResult::structured(json!({"temperature": 21.5, "unit": "C"})),

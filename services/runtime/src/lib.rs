@@ -126,15 +126,19 @@ pub async fn start_on(
     })
 }
 
-/// Closes idle invocations, checking four times per idle timeout (between 50 ms and 60 s).
+/// Closes idle invocations, checking four times per idle timeout (between 50 ms and 60 s), and
+/// expires approvals at their deadlines (docs/approvals.md, "Timeouts").
 fn spawn_reaper(runtime: Arc<Runtime>) -> JoinHandle<()> {
     let every = (runtime.cfg.invocation_idle_timeout / 4)
         .clamp(Duration::from_millis(50), Duration::from_secs(60));
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(every);
-        loop {
-            tick.tick().await;
-            runtime.reap_idle().await;
-        }
+        let reap = async {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                runtime.reap_idle().await;
+            }
+        };
+        tokio::join!(reap, runtime.sweep_approvals());
     })
 }

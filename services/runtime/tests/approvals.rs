@@ -545,7 +545,7 @@ async fn a_platform_policy_on_an_annotation_holds_an_external_call_and_a_denial_
 }
 
 #[tokio::test]
-async fn after_a_restart_a_held_host_driven_call_is_lapsed_never_run() {
+async fn after_a_restart_a_held_host_driven_call_is_still_held_and_runs_once_when_approved() {
     let a = alone().await;
     mcp_ask(&a);
     a.mem
@@ -561,15 +561,175 @@ async fn after_a_restart_a_held_host_driven_call_is_lapsed_never_run() {
     let id = first.awaiting[0].approval_id.clone();
     let rt = a.restart().await;
     let after = rt.approvals.get(&id).expect("read back from the store");
+    assert_eq!(after.state, ApprovalState::Pending, "still awaiting");
+    assert_eq!(rt.run("ap9").unwrap().snapshot().status, RunStatus::Running);
+    let deletes = || {
+        a.mem
+            .executed()
+            .iter()
+            .filter(|t| t.ends_with("delete_repo"))
+            .count()
+    };
+    assert_eq!(deletes(), 0);
+    rt.decide_approval(&id, None, approve("alice"))
+        .await
+        .unwrap();
+    let inv = rt.invocation(&opened.invocation.id).expect("rebuilt");
+    let done = rt
+        .collect_host_calls(&inv, &opened.turn_id, Duration::from_secs(5), None)
+        .await
+        .unwrap();
+    assert!(done.awaiting.is_empty());
+    assert!(done.next_turn_id.is_some());
+    assert_eq!(deletes(), 1, "run once, after the approval");
+    let again = rt
+        .collect_host_calls(&inv, &opened.turn_id, Duration::ZERO, None)
+        .await;
+    assert!(again.is_err(), "the turn was collected");
+    assert_eq!(deletes(), 1);
+    assert_eq!(a.mem.payloads("ap9", "agent_invocation_restored").len(), 1);
+}
+
+/// A builtin, an external host's tool and an MCP tool held in one host-driven turn: after a
+/// restart all three are still pending and nothing ran; approved, each runs exactly once, and the
+/// turn's answer has every call's result.
+#[tokio::test]
+async fn every_tool_kind_held_across_a_restart_runs_once_after_approval() {
+    let a = alone().await;
+    mcp_ask(&a);
+    let purge = toolplane_core::descriptor::ToolDescriptor::new(
+        toolplane_core::ToolId::parse("ext/crm:purge").unwrap(),
+        "Purge a customer.",
+        json!({"type": "object"}),
+    )
+    .unwrap();
+    a.mem.add_tool(
+        toolplane_core::ToolOrigin::External {
+            host_id: "crm".into(),
+            endpoint: "http://crm.test".into(),
+        },
+        purge,
+        None,
+    );
+    a.mem.put_profile(agent(
+        "ops",
+        json!({"tools": {"allow": ["builtin:workspace.*", "ext/crm:*", "mcp:github/*"], "approvalRequired": ["builtin:workspace.write_file", "ext/crm:*"]}}),
+    ));
+    let opened = a.host_run("ap9k", "ops").await;
+    let first = a
+        .first_turn(
+            &opened,
+            &calls(&[
+                (
+                    "c1",
+                    "workspace_write_file",
+                    json!({"path": "output/main.md", "content": "kept"}),
+                ),
+                ("c2", "ext__crm__purge", json!({"id": 7})),
+                ("c3", "mcp__github__delete_repo", json!({"name": "old"})),
+            ]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(first.awaiting.len(), 3);
+    let rt = a.restart().await;
+    let pending = rt
+        .list_approvals(&ApprovalFilter {
+            run_id: "ap9k".into(),
+            state: Some(ApprovalState::Pending),
+            ..ApprovalFilter::default()
+        })
+        .await;
+    assert_eq!(pending.len(), 3, "all still awaiting");
+    let ran = |tool: &str| {
+        a.mem
+            .executed()
+            .iter()
+            .filter(|t| t.ends_with(tool))
+            .count()
+    };
+    assert_eq!(
+        (ran("write_file"), ran("purge"), ran("delete_repo")),
+        (0, 0, 0)
+    );
+    for p in &pending {
+        rt.decide_approval(&p.id, None, approve("alice"))
+            .await
+            .unwrap();
+    }
+    let inv = rt.invocation(&opened.invocation.id).expect("rebuilt");
+    let done = rt
+        .collect_host_calls(&inv, &opened.turn_id, Duration::from_secs(5), None)
+        .await
+        .unwrap();
+    assert!(done.awaiting.is_empty());
+    assert_eq!(done.result_messages.as_array().unwrap().len(), 3);
+    assert_eq!(
+        (ran("write_file"), ran("purge"), ran("delete_repo")),
+        (1, 1, 1)
+    );
+    assert_eq!(a.mem.file("output/main.md").as_deref(), Some("kept"));
+}
+
+/// A run cancelled while a call is held keeps nothing to resume: after a restart it stays
+/// cancelled, its approval lapsed, and the call never ran.
+#[tokio::test]
+async fn a_run_cancelled_while_a_call_is_held_is_not_resumed_after_a_restart() {
+    let a = alone().await;
+    mcp_ask(&a);
+    a.mem
+        .put_profile(agent("ops", json!({"tools": {"allow": ["mcp:github/*"]}})));
+    let opened = a.host_run("ap9c", "ops").await;
+    let first = a
+        .first_turn(
+            &opened,
+            &calls(&[("c1", "mcp__github__delete_repo", json!({"name": "old"}))]),
+        )
+        .await
+        .unwrap();
+    let id = first.awaiting[0].approval_id.clone();
+    let run = a.rt.run("ap9c").unwrap();
+    a.rt.cancel_run(&run, "changed my mind").await.unwrap();
+    let rt = a.restart().await;
+    assert_eq!(
+        rt.run("ap9c").unwrap().snapshot().status,
+        RunStatus::Cancelled
+    );
+    assert!(rt.invocation(&opened.invocation.id).is_err(), "not rebuilt");
+    assert_eq!(rt.approvals.get(&id).unwrap().state, ApprovalState::Expired);
+    assert!(
+        a.mem
+            .payloads("ap9c", "agent_invocation_restored")
+            .is_empty()
+    );
+    assert!(!a.mem.executed().iter().any(|t| t.ends_with("delete_repo")));
+}
+
+/// A runtime-driven run's loop is not rebuilt after a restart: its held question lapses and the
+/// run is failed as interrupted.
+#[tokio::test]
+async fn after_a_restart_a_runtime_driven_held_call_lapses_and_the_run_is_interrupted() {
+    let a = alone().await;
+    a.mem.put_profile(agent(
+        "writer",
+        json!({"tools": {"allow": ["builtin:workspace.*", "builtin:ask_user"], "maxRounds": 8}}),
+    ));
+    let script = json!([turn(&[("ask_user", json!({"question": "Which colour?"}))])]);
+    a.start(writer_run("ap9r"), scripted(script)).await;
+    let q = first_pending(&a, "ap9r").await;
+    let rt = a.restart().await;
+    let after = rt.approvals.get(&q.id).expect("read back from the store");
     assert_eq!(after.state, ApprovalState::Expired);
     assert_eq!(after.decided_by, "runtime");
-    let late = rt
-        .decide_approval(&id, None, approve("alice"))
-        .await
-        .unwrap_err();
+    let answer = Decision::Answer {
+        by: "alice".into(),
+        answer: "blue".into(),
+    };
+    let late = rt.decide_approval(&q.id, None, answer).await.unwrap_err();
     assert_eq!(late.code(), codes::RUNTIME_APPROVAL_DECIDED);
-    assert!(!a.mem.executed().iter().any(|t| t.ends_with("delete_repo")));
-    assert_eq!(rt.run("ap9").unwrap().snapshot().status, RunStatus::Failed);
+    let run = rt.run("ap9r").unwrap().snapshot();
+    assert_eq!(run.status, RunStatus::Failed);
+    assert_eq!(run.failure.unwrap().code, "runtime.interrupted");
 }
 
 #[tokio::test]

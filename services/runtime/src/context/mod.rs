@@ -7,6 +7,7 @@
 //! peers are reached only through the traits in [`ports`].
 
 pub mod approvals;
+pub mod held;
 pub mod journal;
 pub mod ports;
 

@@ -2,7 +2,10 @@
 //! a timeout expires one, or the runtime lapses one whose call can no longer run. Each decision
 //! is made once (a second is `runtime.approval_decided`), saved in the runtime's store and
 //! journalled at once — `tool_call_approved`, `tool_call_denied` or `question_answered` — so
-//! `WatchRun` shows it while the call is still to run. Lists see overdue approvals expired first.
+//! `WatchRun` shows it while the call is still to run. A sweep expires approvals at their
+//! deadlines; lists and collects also see overdue approvals expired first.
+
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolplane_core::error::RUNTIME_APPROVAL_DECIDED;
@@ -10,6 +13,9 @@ use toolplane_core::error::RUNTIME_APPROVAL_DECIDED;
 use crate::context::Runtime;
 use crate::error::RuntimeError;
 use crate::state::{Approval, ApprovalKind, ApprovalState, Decision, Event, now_ms};
+
+/// The longest the expiry sweep sleeps between looks.
+const SWEEP_AT_MOST: Duration = Duration::from_secs(1);
 
 /// Which approvals a list asks for.
 #[derive(Debug, Clone, Default)]
@@ -88,6 +94,37 @@ impl Runtime {
             let _ = self.apply(id, Decision::Expire).await;
         }
         self.approvals.get(id)
+    }
+
+    /// Expires every overdue pending approval now; the earliest deadline still ahead (Unix ms).
+    pub async fn expire_overdue(&self) -> Option<i64> {
+        let now = now_ms();
+        for overdue in self.approvals.list(|a| a.is_overdue(now)) {
+            let _ = self.apply(&overdue.id, Decision::Expire).await;
+        }
+        self.approvals
+            .list(|a| a.state == ApprovalState::Pending && a.expires_ms > 0)
+            .iter()
+            .map(|a| a.expires_ms)
+            .min()
+    }
+
+    /// Expires approvals at their deadlines, for as long as it is polled: sleeps until the
+    /// earliest deadline (at most [`SWEEP_AT_MOST`]), or until an approval changes. So an
+    /// expiry is decided and journalled when it happens, whether or not anyone looks.
+    pub async fn sweep_approvals(&self) {
+        loop {
+            let changed = self.approvals.changed();
+            let next = self.expire_overdue().await;
+            let wait = next.map_or(SWEEP_AT_MOST, |at| {
+                let left = u64::try_from(at.saturating_sub(now_ms())).unwrap_or(0);
+                SWEEP_AT_MOST.min(Duration::from_millis(left.max(1)))
+            });
+            tokio::select! {
+                () = changed => {}
+                () = tokio::time::sleep(wait) => {}
+            }
+        }
     }
 
     /// Lapses every pending approval of `run_id` (its run ended or cannot resume).

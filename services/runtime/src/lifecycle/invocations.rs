@@ -315,6 +315,10 @@ impl Runtime {
         inner.status = status;
         inner.failure = failure.clone();
         inner.ended_ms = now_ms();
+        // A turn still held ends with its invocation: nothing to rebuild after a restart.
+        if inner.held.take().is_some() {
+            self.forget_held(&inv.run.cell, &inv.run.id, &inv.id).await;
+        }
         let kind = match status {
             InvocationStatus::Failed => "agent_invocation_failed",
             InvocationStatus::Cancelled => "agent_invocation_cancelled",

@@ -7,6 +7,7 @@
 
 pub mod approvals;
 pub mod invocations;
+pub mod resume;
 pub mod runs;
 
 pub use approvals::ApprovalFilter;

@@ -1,5 +1,6 @@
 //! Runs: created with their workspace and first records, ended exactly once (finished with
-//! `persist/` promoted, failed, cancelled), failed as interrupted after a restart.
+//! `persist/` promoted, failed, cancelled), failed as interrupted after a restart unless a held
+//! turn lets them resume.
 
 use std::sync::Arc;
 
@@ -166,8 +167,10 @@ impl Runtime {
         })
     }
 
-    /// Runs left running by a previous process are failed as interrupted: nothing is silently
-    /// lost, and the journal says so (docs/runtime.md).
+    /// Runs left running by a previous process: a host-driven run whose active invocation had a
+    /// turn held for approval is rebuilt with that turn still held (`resume_held`); every other
+    /// one is failed as interrupted — nothing is silently lost, and the journal says so
+    /// (docs/runtime.md, docs/approvals.md).
     pub async fn recover(&self) {
         self.load_approvals().await;
         let Ok(prefix) = key("runs") else { return };
@@ -207,6 +210,9 @@ impl Runtime {
         let next = self.journal_end(&run).await.map(|s| s + 1).unwrap_or(1);
         let run = Arc::new(Run::new(run.snapshot(), next));
         self.insert_run(run.clone());
+        if self.resume_held(&run).await {
+            return;
+        }
         let failure = Failure {
             code: codes::RUNTIME_INTERRUPTED.as_str().into(),
             message: "the runtime stopped while this run was in progress; start it again to retry"
@@ -285,6 +291,7 @@ impl Runtime {
         // Calls still held can no longer run.
         self.lapse_approvals(&run.id, &format!("the run ended ({})", status.as_str()))
             .await;
+        self.forget_held_of_run(&run.cell, &run.id).await;
         let events = end_events(&before, status, failure.as_ref());
         let journalled = self.append(run, before.epoch, Vec::new(), events).await;
         // The status turns terminal only once the journal holds the end: whoever sees a finished
@@ -334,6 +341,8 @@ impl Runtime {
         // (each holds its invocation's lock), and only then does the run end. Any other end
         // meanwhile is left to this one (`end_run`), so the run ends as cancelled, not failed.
         run.cancel();
+        // A cancelled run never resumes after a restart, even one before its end is recorded.
+        self.forget_held_of_run(&run.cell, &run.id).await;
         let open = self.invocations_where(|i| i.run.id == run.id);
         // On a task of its own: a caller that stops waiting (a dropped request, a deadline) must
         // not leave a run cancelled but never ended.

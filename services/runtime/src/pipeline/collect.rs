@@ -19,7 +19,9 @@ use super::{Progress, Terminal, TurnOutcome, execute, publish};
 use crate::context::Runtime;
 use crate::error::RuntimeError;
 use crate::lifecycle::check_epoch;
-use crate::state::{ApprovalState, HeldCall, HeldTurn, Invocation, InvocationInner, turn_id};
+use crate::state::{
+    ApprovalState, HeldCall, HeldRecord, HeldTurn, Invocation, InvocationInner, turn_id,
+};
 use crate::tools::{Dispatched, Effect};
 
 use super::HostTurn;
@@ -74,8 +76,25 @@ impl Runtime {
             &outcome.results,
         )?);
         let end = self.after_turn(inv, &mut inner, &outcome).await?;
-        self.answer(inv, &mut inner, outcome, result_messages, end, next_choice)
-            .await
+        let answer = self
+            .answer(inv, &mut inner, outcome, result_messages, end, next_choice)
+            .await;
+        self.forget_held(&inv.run.cell, &inv.run.id, &inv.id).await;
+        answer
+    }
+
+    /// Writes the invocation's held turn to the store so a restarted runtime can rebuild it. A
+    /// failed write is logged: the turn is still held in this process, only not across a restart.
+    pub(crate) async fn keep_held(
+        &self,
+        inv: &Invocation,
+        inner: &InvocationInner,
+        held: &HeldTurn,
+    ) {
+        let record = HeldRecord::of(inv, inner, held);
+        if let Err(e) = self.persist_held(&record).await {
+            tracing::warn!(invocation = %inv.id, error = %e, "the held turn was not saved; it will not survive a restart");
+        }
     }
 
     /// Waits up to `wait` until no held call is pending (expiring overdue ones); the calls
@@ -112,6 +131,9 @@ impl Runtime {
         inner: &mut InvocationInner,
         held: HeldTurn,
     ) -> Result<TurnOutcome, RuntimeError> {
+        // What is left of the turn, saved after each call so a restart neither loses a result
+        // nor asks about a call again.
+        let mut left = held.clone();
         let mut out = TurnOutcome {
             results: held.results,
             ..TurnOutcome::default()
@@ -167,6 +189,11 @@ impl Runtime {
                 }
             }
             out.details.push(detail);
+            if let Some(slot) = left.results.get_mut(h.index) {
+                *slot = d.result.clone();
+            }
+            left.held.retain(|x| x.approval_id != h.approval_id);
+            self.keep_held(inv, inner, &left).await;
             if let Some(slot) = out.results.get_mut(h.index) {
                 *slot = d.result;
             }

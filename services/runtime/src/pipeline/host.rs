@@ -123,7 +123,11 @@ impl Runtime {
         let cell = req.cell.unwrap_or(&inv.run.cell);
         let outcome = self.run_calls(inv, &mut inner, &calls, cell).await?;
         if !outcome.held.is_empty() {
-            return Ok(hold_turn(&mut inner, calls, outcome, req.next_choice));
+            let answer = hold_turn(&mut inner, calls, outcome, req.next_choice);
+            if let Some(held) = &inner.held {
+                self.keep_held(inv, &inner, held).await;
+            }
+            return Ok(answer);
         }
         let result_messages = Value::Array(toolplane_model::encode_results(
             format,

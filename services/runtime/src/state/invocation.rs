@@ -62,7 +62,8 @@ pub struct InvocationInner {
 
 /// A host-driven turn with calls held for approval: its calls, the results so far (the held
 /// calls' places hold placeholders) and what collecting it needs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct HeldTurn {
     pub round: u32,
     pub calls: Vec<ToolInvocation>,
@@ -75,7 +76,8 @@ pub struct HeldTurn {
 }
 
 /// One held call of a turn: its place, its approval and the cycle detector's verdict.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct HeldCall {
     pub index: usize,
     pub approval_id: String,

@@ -4,12 +4,14 @@
 //! changes runs through these types.
 
 pub mod approvals;
+pub mod held;
 pub mod invocation;
 pub mod journal;
 pub mod run;
 pub mod tasks;
 
 pub use approvals::{Approval, ApprovalKind, ApprovalState, Approvals, Decision};
+pub use held::HeldRecord;
 pub use invocation::{HeldCall, HeldTurn, Invocation, InvocationInner, InvocationStatus, turn_id};
 pub use journal::{AuditObject, Event, Journal, JournalAppend, Level, Record, now_ms};
 pub use run::{Driver, Failure, Run, RunMode, RunRecord, RunStatus, RunToolHostRecord};

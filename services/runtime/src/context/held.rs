@@ -1,0 +1,108 @@
+//! Held turns in the runtime's store: a host-driven invocation's turn with calls held for
+//! approval is written under `held/<cell>/<run>/<invocation>.json` when it is held, rewritten as
+//! each held call is answered, and removed when the turn is collected or the invocation or run
+//! ends — so a restarted runtime can rebuild the invocation with its turn still held
+//! (docs/approvals.md, "Restarts").
+
+use toolplane_store::{Key, Precondition};
+
+use super::{Runtime, key};
+use crate::error::RuntimeError;
+use crate::state::HeldRecord;
+
+fn record_key(cell: &str, run: &str, invocation: &str) -> Result<Key, RuntimeError> {
+    key(&format!("held/{cell}/{run}/{invocation}.json"))
+}
+
+impl Runtime {
+    /// Writes the held turn's record (overwriting the one stored); durable when this returns.
+    pub async fn persist_held(&self, r: &HeldRecord) -> Result<(), RuntimeError> {
+        let k = record_key(&r.cell_id, &r.run_id, &r.invocation_id)?;
+        let bytes = serde_json::to_vec(r).map_err(|e| RuntimeError::invalid(e.to_string()))?;
+        for _ in 0..3 {
+            let expected = match self
+                .store()
+                .head(&k)
+                .await
+                .map_err(|e| RuntimeError::dependency(e.to_string()))?
+            {
+                Some(v) => Precondition::Version(v),
+                None => Precondition::Absent,
+            };
+            match self.store().put_cas(&k, bytes.clone(), expected).await {
+                Ok(_) => return Ok(()),
+                Err(e) if e.code() == "store.conflict" => continue,
+                Err(e) => {
+                    return Err(RuntimeError::dependency(format!(
+                        "saving the held turn of invocation {}: {e}",
+                        r.invocation_id
+                    )));
+                }
+            }
+        }
+        Err(RuntimeError::dependency(format!(
+            "saving the held turn of invocation {}: too many concurrent updates",
+            r.invocation_id
+        )))
+    }
+
+    /// Removes an invocation's held turn record, if there is one.
+    pub async fn forget_held(&self, cell: &str, run: &str, invocation: &str) {
+        let Ok(k) = record_key(cell, run, invocation) else {
+            return;
+        };
+        if let Err(e) = self.store().delete(&k, None).await {
+            tracing::warn!(invocation, error = %e, "removing a collected held turn failed");
+        }
+    }
+
+    /// Every held turn record of a run (unreadable ones are skipped with a warning).
+    pub async fn held_of_run(&self, cell: &str, run: &str) -> Vec<HeldRecord> {
+        let mut out = Vec::new();
+        for k in self.held_keys(cell, run).await {
+            match self.store().get(&k).await {
+                Ok(Some(obj)) => match serde_json::from_slice::<HeldRecord>(&obj.bytes) {
+                    Ok(r) => out.push(r),
+                    Err(e) => {
+                        tracing::warn!(key = %k, error = %e, "an unreadable held turn record")
+                    }
+                },
+                Ok(None) => {}
+                Err(e) => tracing::warn!(key = %k, error = %e, "reading a held turn failed"),
+            }
+        }
+        out
+    }
+
+    /// Removes every held turn record of a run (it ended, or cannot resume).
+    pub async fn forget_held_of_run(&self, cell: &str, run: &str) {
+        for k in self.held_keys(cell, run).await {
+            if let Err(e) = self.store().delete(&k, None).await {
+                tracing::warn!(key = %k, error = %e, "removing a held turn failed");
+            }
+        }
+    }
+
+    async fn held_keys(&self, cell: &str, run: &str) -> Vec<Key> {
+        let Ok(prefix) = key(&format!("held/{cell}/{run}")) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut after: Option<Key> = None;
+        loop {
+            match self.store().list(Some(&prefix), after.as_ref(), 1000).await {
+                Ok(page) => {
+                    out.extend(page.keys);
+                    match page.next_start_after {
+                        Some(n) => after = Some(n),
+                        None => return out,
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(run, error = %e, "listing held turns failed");
+                    return out;
+                }
+            }
+        }
+    }
+}

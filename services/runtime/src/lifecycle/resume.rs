@@ -1,0 +1,68 @@
+//! Resuming after a restart: a host-driven run whose active invocation had a turn held for
+//! approval is rebuilt from that turn's record in the runtime's store — the invocation open, its
+//! turn still held, its gate, cycle detector and the run's budget where they stopped — so
+//! `ListApprovals`, `DecideApproval` and `CollectToolResults` go on exactly as before the
+//! restart. Nothing else of the run is rebuilt: pending approvals outside that turn lapse.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use serde_json::json;
+
+use crate::context::Runtime;
+use crate::state::{ApprovalState, Decision, Driver, Event, Invocation, Run, RunStatus, turn_id};
+
+/// Why an approval outside the rebuilt turn lapses.
+const LAPSED: &str = "the runtime restarted while the call was held, and only a host-driven run's held turn is kept across a restart";
+
+impl Runtime {
+    /// Rebuilds `run`'s held turn, if it has one to resume; false when the run cannot resume
+    /// (then it is failed as interrupted, as before).
+    pub async fn resume_held(&self, run: &Arc<Run>) -> bool {
+        let record = run.snapshot();
+        if record.driver != Driver::Host
+            || record.status != RunStatus::Running
+            || record.active_invocation_id.is_empty()
+        {
+            return false;
+        }
+        let Some(r) = self
+            .held_of_run(&record.cell_id, &record.run_id)
+            .await
+            .into_iter()
+            .find(|r| r.invocation_id == record.active_invocation_id)
+        else {
+            return false;
+        };
+        run.with_budget(|b| *b = r.run_budget.clone());
+        let mut inv = Invocation::new(
+            r.invocation_id.clone(),
+            Arc::clone(run),
+            Driver::Host,
+            r.snapshot_path.clone(),
+            r.profile_version,
+            r.inner(),
+        );
+        inv.created_ms = r.created_ms;
+        self.insert_invocation(Arc::new(inv));
+        let kept: HashSet<&str> = r.held.held.iter().map(|h| h.approval_id.as_str()).collect();
+        let others = self.approvals.list(|a| {
+            a.run_id == run.id && a.state == ApprovalState::Pending && !kept.contains(a.id.as_str())
+        });
+        for a in others {
+            let lapse = Decision::Lapse {
+                reason: LAPSED.to_owned(),
+            };
+            let _ = self.apply(&a.id, lapse).await;
+        }
+        let ev = Event::new(
+            "agent_invocation_restored",
+            json!({"invocationId": r.invocation_id, "round": r.held.round, "turnId": turn_id(&r.invocation_id, r.held.round), "awaiting": r.held.held.iter().map(|h| &h.approval_id).collect::<Vec<_>>()}),
+        )
+        .inv(&r.invocation_id);
+        if let Err(e) = self.append(run, run.epoch(), Vec::new(), vec![ev]).await {
+            tracing::warn!(run = %run.id, error = %e, "journalling a restored invocation failed");
+        }
+        true
+    }
+}
