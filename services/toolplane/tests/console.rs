@@ -2,6 +2,8 @@
 //! chromedriver. A runtime-driven run whose file write needs approval shows its card with the
 //! argument summary; Approve in the page lets the call run, and the timeline shows it complete.
 //! An `ask_user` question appears in the console, and an answer typed there reaches the model.
+//! With authentication on, the console asks for a token: a reader sees the card without the
+//! buttons, an agent's token approves and is named as who decided.
 //!
 //! chromium and chromedriver must be installed (`.ci/run` installs Debian's `chromium` and
 //! `chromium-driver`); without them these tests fail and say so. With `TOOLPLANE_SCREENSHOTS=DIR`
@@ -118,6 +120,21 @@ async fn screenshots(c: &Client, name: &str) {
     c.set_window_size(DESKTOP.0, DESKTOP.1).await.unwrap();
 }
 
+/// Clicks the first element matching `css` once it is there; a page refresh may replace it
+/// between finding and clicking, so a stale element is looked up again.
+async fn click(c: &Client, css: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(e) = c.find(Locator::Css(css)).await
+            && e.click().await.is_ok()
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "nothing to click at `{css}`");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Waits until an element matching `css` contains `text`; returns its text.
 async fn wait_text(c: &Client, css: &str, text: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -209,12 +226,7 @@ async fn a_held_call_is_approved_in_the_browser_and_completes_in_the_timeline() 
     );
     screenshots(&c, "approval").await;
 
-    c.find(Locator::Css("button.approve"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&c, "button.approve").await;
     let done = wait_text(
         &c,
         "#timeline li[data-kind=tool_call_completed]",
@@ -318,4 +330,129 @@ async fn a_question_is_answered_in_the_browser_and_the_answer_reaches_the_model(
     .await;
     c.close().await.unwrap();
     h.plane.shutdown().await;
+}
+
+/// A token of `role` in the default cell: (its id, the principal a decision names; its secret).
+async fn token(
+    tokens: &toolplane_auth::TokenStore,
+    role: toolplane_auth::Role,
+) -> (String, String) {
+    let created = tokens
+        .create(toolplane_auth::NewToken {
+            name: role.as_str().into(),
+            cell: "default".into(),
+            role,
+            expires_at_unix_ms: None,
+        })
+        .await
+        .unwrap();
+    (created.info.id, created.secret.expose().to_owned())
+}
+
+/// Signs in on the console's token form.
+async fn sign_in(c: &Client, secret: &str) {
+    let field = c
+        .wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css("#login-form input[name=token]"))
+        .await
+        .expect("the console asks for a token");
+    field.send_keys(secret).await.unwrap();
+    c.find(Locator::Css("#login-form button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_auth_on_a_reader_sees_the_card_without_buttons_and_an_agent_decides() {
+    use toolplane::plane::{Plane, PlaneConfig};
+    use toolplane_auth::{Authenticator, Role};
+    use toolplane_proto::v1::profile_service_client::ProfileServiceClient;
+    use toolplane_proto::v1::runtime_service_client::RuntimeServiceClient;
+
+    let driver = driver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = toolplane_serve::auth::open_token_store(&dir.path().join("auth"))
+        .await
+        .unwrap();
+    let (_, admin) = token(&tokens, Role::Admin).await;
+    let (_, reader) = token(&tokens, Role::Reader).await;
+    let (agent_id, agent) = token(&tokens, Role::Agent).await;
+    let mut cfg = PlaneConfig::ephemeral(dir.path().join("plane"));
+    cfg.auth = Authenticator::on(Some(tokens.clone()), None);
+    let plane = Plane::up(cfg).await.unwrap();
+    let bearer: tonic::metadata::MetadataValue<_> = format!("Bearer {admin}").parse().unwrap();
+    let with_admin = move |mut req: tonic::Request<()>| -> Result<_, tonic::Status> {
+        req.metadata_mut().insert("authorization", bearer.clone());
+        Ok(req)
+    };
+    ProfileServiceClient::with_interceptor(channel(&plane.catalog_url()).await, with_admin.clone())
+        .put_profile(pb::PutProfileRequest {
+            profile_id: "writer".into(),
+            profile_json: json!({
+                "id": "writer",
+                "tools": {"allow": ["builtin:workspace.*"], "approvalRequired": ["builtin:workspace.write_file"], "maxRounds": 8}
+            })
+            .to_string(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut script = vec![ScriptedReply::tool_calls(
+        1,
+        &[(
+            "workspace_write_file",
+            json!({"path": "output/main.md", "content": "signed in"}),
+        )],
+    )];
+    script.extend(commit_finish(2));
+    let model = spawn_model_server(script).await.unwrap();
+    let mut runtime =
+        RuntimeServiceClient::with_interceptor(channel(&plane.runtime_url()).await, with_admin);
+    let run = runtime
+        .start_run(pb::StartRunRequest {
+            spec: Some(spec("writer", &model.base_url())),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .run
+        .unwrap()
+        .run_id;
+
+    let c = browser(&driver).await;
+    let console = format!("{}/console", plane.metrics_urls()[0]);
+    c.goto(&format!("{console}#/run/{run}")).await.unwrap();
+    sign_in(&c, &reader).await;
+    let card = wait_text(&c, "[data-approval]", "workspace_write_file").await;
+    assert!(card.contains("output/main.md"), "{card}");
+    assert!(card.contains("can see this but not decide"), "{card}");
+    assert!(
+        c.find_all(Locator::Css("button.approve"))
+            .await
+            .unwrap()
+            .is_empty(),
+        "a reader gets no Approve button"
+    );
+
+    click(&c, "#signout").await;
+    sign_in(&c, &agent).await;
+    click(&c, "button.approve").await;
+    let decided = wait_text(
+        &c,
+        "#timeline li[data-kind=tool_call_approved]",
+        "approved by",
+    )
+    .await;
+    assert!(
+        decided.contains(&agent_id),
+        "the agent's token decided: {decided}"
+    );
+    wait_text(&c, "#timeline li[data-kind=run_completed]", "completed").await;
+    c.close().await.unwrap();
+    plane.shutdown().await;
 }

@@ -34,9 +34,16 @@ async function reason(r) {
 
 function showLogin(message) {
   view.stop();
-  main.replaceChildren(document.getElementById("login").content.cloneNode(true));
-  const form = document.getElementById("login-form");
+  // Several requests of a view may be refused at once: the form is shown once, so nothing typed
+  // into it is lost.
+  let form = document.getElementById("login-form");
+  const shown = !!form;
+  if (!shown) {
+    main.replaceChildren(document.getElementById("login").content.cloneNode(true));
+    form = document.getElementById("login-form");
+  }
   if (token() && message) { const e = form.querySelector(".error"); e.textContent = message; e.hidden = false; }
+  if (shown) return;
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
     sessionStorage.setItem(TOKEN_KEY, form.token.value.trim());
@@ -52,10 +59,21 @@ function fail(target, err) {
   target.replaceChildren(p);
 }
 
+// Replaces only the top-level parts of `target` that changed, so a refresh leaves a card that
+// did not change (and what is typed into it, and the button under the pointer) in place.
+function swap(target, html) {
+  const t = document.createElement("template");
+  t.innerHTML = html;
+  const next = Array.from(t.content.childNodes);
+  const cur = Array.from(target.childNodes);
+  if (next.length !== cur.length) { target.replaceChildren(...next); return; }
+  next.forEach((n, i) => { if (!n.isEqualNode(cur[i])) target.replaceChild(n, cur[i]); });
+}
+
 async function load(target, path) {
   try {
     const r = await api(path);
-    target.innerHTML = await r.text();
+    swap(target, await r.text());
     return true;
   } catch (err) { fail(target, err); return false; }
 }
@@ -87,8 +105,8 @@ function approvalsView() {
     const box = document.createElement("div");
     if (!(await load(box, "/console/approvals"))) { main.replaceChildren(box); return; }
     if (main.contains(document.activeElement) && document.activeElement.tagName === "INPUT") return;
-    main.innerHTML = '<div class="bar"><h1>Waiting for a decision</h1></div>' +
-      (box.innerHTML || '<p class="empty">Nothing is waiting.</p>');
+    swap(main, '<div class="bar"><h1>Waiting for a decision</h1></div>' +
+      (box.innerHTML || '<p class="empty">Nothing is waiting.</p>'));
     refreshCount();
   });
   return { stop };
