@@ -196,7 +196,7 @@ fn card(a: &Approval, can_decide: bool, with_run: bool) -> String {
         }
         let _ = write!(
             out,
-            r#"</div><form class="answer" data-answer-form="{id}"><input name="answer" placeholder="Type an answer" aria-label="answer" maxlength="16000"><button type="submit" class="primary">Send answer</button></form>"#
+            r#"</div><form class="answer" data-answer-form="{id}"><input name="answer" placeholder="Type an answer" aria-label="answer" maxlength="16000"><button type="submit" class="primary">Send answer</button><button type="button" class="deny" data-decide="{id}" data-approve="false">Decline</button></form>"#
         );
     } else {
         let _ = write!(
@@ -258,5 +258,75 @@ fn hints(h: Option<&Value>) -> String {
         out
     } else {
         format!(r#"<p class="chips">{out}</p>"#)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::state::ApprovalState;
+
+    fn approval(kind: ApprovalKind, card: Value) -> Approval {
+        Approval {
+            id: "ap-1".into(),
+            cell_id: "default".into(),
+            run_id: "r-1".into(),
+            invocation_id: "i-1".into(),
+            round: 1,
+            call_id: "c1".into(),
+            alias: "mcp__gh__delete_repo".into(),
+            tool_id: "mcp/x:delete_repo".into(),
+            kind,
+            state: ApprovalState::Pending,
+            card,
+            decided_by: String::new(),
+            reason: String::new(),
+            answer: String::new(),
+            created_ms: 0,
+            decided_ms: 0,
+            expires_ms: 0,
+            approve_on_timeout: false,
+            remember_for_run: false,
+            started: false,
+        }
+    }
+
+    #[test]
+    fn a_card_escapes_its_arguments_and_only_deciders_get_buttons() {
+        let a = approval(
+            ApprovalKind::ToolCall,
+            json!({"toolSource": "mcp:gh", "rule": "annotation:destructive",
+                   "arguments": {"repo": "<img src=x onerror=alert(1)>"},
+                   "hints": {"destructive": true, "readOnly": null}}),
+        );
+        let agent = cards(std::slice::from_ref(&a), true, true);
+        assert!(
+            agent.contains("&lt;img src=x onerror=alert(1)&gt;"),
+            "{agent}"
+        );
+        assert!(!agent.contains("<img"), "{agent}");
+        assert!(agent.contains(r#"data-decide="ap-1" data-approve="true""#));
+        assert!(agent.contains(r#"data-decide="ap-1" data-approve="false""#));
+        assert!(agent.contains(r#"<span class="chip danger">destructive</span>"#));
+        assert!(agent.contains(r##"href="#/run/r-1""##));
+        let reader = cards(&[a], false, false);
+        assert!(!reader.contains("data-decide"), "{reader}");
+        assert!(reader.contains("can see this but not decide"));
+    }
+
+    #[test]
+    fn a_question_offers_its_choices_an_answer_field_and_decline() {
+        let q = approval(
+            ApprovalKind::Question,
+            json!({"question": "Ship it?", "choices": ["yes", "\"no\""]}),
+        );
+        let html = cards(&[q], true, false);
+        assert!(html.contains("<p class=\"ask\">Ship it?</p>"), "{html}");
+        assert!(html.contains(r#"data-answer="ap-1" data-value="yes""#));
+        assert!(html.contains(r#"data-value="&quot;no&quot;""#), "{html}");
+        assert!(html.contains(r#"data-answer-form="ap-1""#));
+        assert!(html.contains(r#"data-decide="ap-1" data-approve="false">Decline"#));
     }
 }
