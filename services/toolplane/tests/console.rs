@@ -3,7 +3,8 @@
 //! argument summary; Approve in the page lets the call run, and the timeline shows it complete.
 //! An `ask_user` question appears in the console, and an answer typed there reaches the model.
 //! With authentication on, the console asks for a token: a reader sees the card without the
-//! buttons, an agent's token approves and is named as who decided.
+//! buttons, an agent's token approves and is named as who decided. Without a browser: with
+//! authentication off, a re-bound host name and a cross-site decision are refused.
 //!
 //! chromium and chromedriver must be installed (`.ci/run` installs Debian's `chromium` and
 //! `chromium-driver`); without them these tests fail and say so. With `TOOLPLANE_SCREENSHOTS=DIR`
@@ -455,4 +456,59 @@ async fn with_auth_on_a_reader_sees_the_card_without_buttons_and_an_agent_decide
     wait_text(&c, "#timeline li[data-kind=run_completed]", "completed").await;
     c.close().await.unwrap();
     plane.shutdown().await;
+}
+
+/// The status of one raw HTTP/1.1 request to `addr` (`http://host:port`).
+async fn http_status(addr: &str, request: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    answer.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_auth_the_console_refuses_rebound_hosts_and_cross_site_decisions() {
+    let h = harness().await;
+    let addr = h.plane.metrics_urls()[0].clone();
+    let get = |host: &str| {
+        format!("GET /console/runs HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n")
+    };
+    assert_eq!(http_status(&addr, &get("127.0.0.1")).await, 200);
+    assert_eq!(http_status(&addr, &get("localhost:7411")).await, 200);
+    assert_eq!(
+        http_status(&addr, &get("rebound.example:7411")).await,
+        403,
+        "a re-bound name is refused"
+    );
+    let body = r#"{"approvalId":"nope","approve":true}"#;
+    let post = |extra: &str, content_type: &str| {
+        format!(
+            "POST /console/decide HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: {content_type}\r\n{extra}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    assert_eq!(
+        http_status(&addr, &post("", "application/json")).await,
+        404,
+        "a same-origin decision reaches the runtime (no such approval)"
+    );
+    assert_eq!(
+        http_status(
+            &addr,
+            &post("origin: http://evil.example\r\n", "application/json")
+        )
+        .await,
+        400,
+        "another site's page may not decide"
+    );
+    assert_eq!(
+        http_status(&addr, &post("", "text/plain")).await,
+        400,
+        "a form-like body is refused"
+    );
+    h.plane.shutdown().await;
 }

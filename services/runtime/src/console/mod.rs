@@ -28,7 +28,7 @@ use futures::{Stream, StreamExt};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use toolplane_auth::{Caller, Role};
+use toolplane_auth::{Caller, CallerKind, Role};
 
 use crate::context::Runtime;
 use crate::context::ports::{RecordStream, RunScope};
@@ -115,6 +115,48 @@ fn caller(req: &Request) -> Caller {
         .unwrap_or_else(|| Caller::auth_off(""))
 }
 
+/// Whether `host` (a `Host` header's value) names this machine's loopback interface.
+fn is_loopback(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The caller of a data or decision route. With authentication off nobody is asked who they
+/// are, so the request must also be addressed to a loopback host: a page of another site whose
+/// name was re-bound to 127.0.0.1 (DNS rebinding) is same-origin to the browser, but not
+/// `localhost`.
+fn allowed(req: &Request) -> Result<Caller, Box<Response>> {
+    let caller = caller(req);
+    if caller.kind != CallerKind::AuthOff {
+        return Ok(caller);
+    }
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()))
+        .unwrap_or("");
+    if is_loopback(host) {
+        return Ok(caller);
+    }
+    let body = json!({
+        "code": "auth.permission_denied",
+        "message": format!("auth.permission_denied: with authentication off the console answers only on a loopback host, not {host:?}"),
+    });
+    let mut r = (StatusCode::FORBIDDEN, body.to_string()).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Err(Box::new(r))
+}
+
 /// A refusal as JSON: `{"code", "message"}` with the HTTP status of the error's gRPC code.
 fn refusal(e: RuntimeError) -> Response {
     let code = e.code().as_str().to_owned();
@@ -174,7 +216,10 @@ fn can_decide(caller: &Caller) -> bool {
 }
 
 async fn runs(State(rt): State<Arc<Runtime>>, req: Request) -> Response {
-    let caller = caller(&req);
+    let caller = match allowed(&req) {
+        Ok(caller) => caller,
+        Err(refused) => return *refused,
+    };
     let mut records: Vec<RunRecord> = rt
         .runs()
         .iter()
@@ -192,7 +237,10 @@ async fn runs(State(rt): State<Arc<Runtime>>, req: Request) -> Response {
 }
 
 async fn run(State(rt): State<Arc<Runtime>>, req: Request) -> Response {
-    let caller = caller(&req);
+    let caller = match allowed(&req) {
+        Ok(caller) => caller,
+        Err(refused) => return *refused,
+    };
     let found = query(&req, "id").and_then(|id| rt.run_in(&id, caller.visible_cell()));
     match found {
         Ok(run) => {
@@ -209,7 +257,10 @@ async fn run(State(rt): State<Arc<Runtime>>, req: Request) -> Response {
 }
 
 async fn approvals(State(rt): State<Arc<Runtime>>, req: Request) -> Response {
-    let caller = caller(&req);
+    let caller = match allowed(&req) {
+        Ok(caller) => caller,
+        Err(refused) => return *refused,
+    };
     let waiting = pending(&rt, &caller, "").await;
     fragment(render::cards(&waiting, can_decide(&caller), true))
 }
@@ -218,7 +269,10 @@ async fn approvals(State(rt): State<Arc<Runtime>>, req: Request) -> Response {
 /// record's sequence number), replayed from the start and then live. `from` skips rows a
 /// reconnecting page already has; the records before it are still read, for nesting.
 async fn events(State(rt): State<Arc<Runtime>>, req: Request) -> Response {
-    let caller = caller(&req);
+    let caller = match allowed(&req) {
+        Ok(caller) => caller,
+        Err(refused) => return *refused,
+    };
     let run = match query(&req, "run").and_then(|id| rt.run_in(&id, caller.visible_cell())) {
         Ok(run) => run,
         Err(e) => return refusal(e),
@@ -397,6 +451,9 @@ fn decided(a: &Approval) -> Response {
 
 /// Approve or deny, as `DecideApproval`; who decided is the credential's principal.
 async fn decide(State(rt): State<Arc<Runtime>>, req: Request) -> Response {
+    if let Err(refused) = allowed(&req) {
+        return *refused;
+    }
     let outcome = async {
         let (caller, b) = body::<DecideBody>(req).await?;
         check_text("reason", &b.reason)?;
@@ -424,6 +481,9 @@ async fn decide(State(rt): State<Arc<Runtime>>, req: Request) -> Response {
 
 /// Answer a question, as `AnswerQuestion`.
 async fn answer(State(rt): State<Arc<Runtime>>, req: Request) -> Response {
+    if let Err(refused) = allowed(&req) {
+        return *refused;
+    }
     let outcome = async {
         let (caller, b) = body::<AnswerBody>(req).await?;
         check_text("answer", &b.answer)?;
@@ -450,6 +510,28 @@ mod tests {
             h.insert(*k, HeaderValue::from_static(v));
         }
         h
+    }
+
+    #[test]
+    fn with_auth_off_only_loopback_hosts_are_answered() {
+        for host in [
+            "127.0.0.1:7411",
+            "localhost:7411",
+            "LOCALHOST",
+            "[::1]:7411",
+            "127.1.2.3",
+        ] {
+            assert!(is_loopback(host), "{host}");
+        }
+        for host in [
+            "evil.example:7411",
+            "10.0.0.5:7411",
+            "[2001:db8::1]:7411",
+            "localhost.evil.example",
+            "",
+        ] {
+            assert!(!is_loopback(host), "{host}");
+        }
     }
 
     #[test]
