@@ -122,7 +122,8 @@ pub const RPC_ROLES: &[(&str, Requirement)] = &[
     ),
 ];
 
-/// The services' HTTP paths (catalog, every service's metrics server, the runtime's MCP face).
+/// The services' HTTP paths (catalog, every service's metrics server, the runtime's MCP face and
+/// web console).
 pub const HTTP_ROLES: &[(&str, Requirement)] = &[
     ("/healthz", Open),
     ("/metrics", READER),
@@ -132,6 +133,17 @@ pub const HTTP_ROLES: &[(&str, Requirement)] = &[
     ("/sources", READER),
     // The runtime's MCP face: a session runs tools, as `ExecuteToolCalls` does.
     ("/mcp", AGENT),
+    // The runtime's web console: the page, its stylesheet and script hold no data and are open;
+    // what it shows needs a reader, deciding an agent (as `DecideApproval`, `AnswerQuestion`).
+    ("/console", Open),
+    ("/console/console.css", Open),
+    ("/console/console.js", Open),
+    ("/console/runs", READER),
+    ("/console/run", READER),
+    ("/console/approvals", READER),
+    ("/console/events", READER),
+    ("/console/decide", AGENT),
+    ("/console/answer", AGENT),
 ];
 
 /// What a request for `path` requires. A path in neither table requires `admin`: a path added

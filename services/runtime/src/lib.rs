@@ -8,10 +8,11 @@
 //! binary around [`start`].
 
 // The modules form layers that import one way, down: state, context, lifecycle, tools, pipeline,
-// runloop, children, convert, peers, service and mcp (ARCHITECTURE.md; the table is in
+// runloop, children, convert, peers, service, mcp and console (ARCHITECTURE.md; the table is in
 // tests/layering.rs).
 pub mod children;
 pub mod config;
+pub mod console;
 pub mod context;
 pub mod convert;
 pub mod error;
@@ -65,11 +66,13 @@ impl RuntimeServer {
     }
 
     /// Serves the HTTP port on `listener` until the runtime stops: `GET /metrics`,
-    /// `GET /healthz` and the MCP face at `/mcp` (docs/mcp-server.md).
+    /// `GET /healthz`, the MCP face at `/mcp` (docs/mcp-server.md) and the web console at
+    /// `/console` (docs/console.md).
     pub fn serve_metrics(&mut self, listener: TcpListener) -> Result<SocketAddr, RuntimeError> {
         let router =
             toolplane_telemetry::metrics::router(Arc::clone(&self.runtime.metrics.registry))
-                .merge(mcp::router(Arc::clone(&self.runtime)));
+                .merge(mcp::router(Arc::clone(&self.runtime)))
+                .merge(console::router(Arc::clone(&self.runtime)));
         self.serving
             .serve_http(listener, router)
             .map_err(|e| RuntimeError::invalid(format!("metrics listener: {e}")))

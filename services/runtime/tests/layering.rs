@@ -33,9 +33,10 @@ const LAYERS: &[(&str, u32)] = &[
     // Protobuf conversions, then the tonic adapters of the ports.
     ("convert", 8),
     ("peers", 9),
-    // gRPC handlers, and the MCP face (`/mcp`).
+    // gRPC handlers, the MCP face (`/mcp`) and the web console (`/console`).
     ("service", 10),
     ("mcp", 10),
+    ("console", 10),
 ];
 
 fn src() -> PathBuf {

@@ -95,6 +95,7 @@ pub async fn up(args: UpArgs, out: Out) -> Result<u8, CliError> {
             "catalogHttp": plane.catalog_http_url(),
             "workspace": eps.workspace,
             "mcpProxy": eps.mcp_proxy,
+            "console": format!("{}/console", plane.metrics_urls()[0]),
             "metrics": plane.metrics_urls().iter().map(|u| format!("{u}/metrics")).chain([format!("{}/metrics", plane.catalog_http_url())]).collect::<Vec<_>>(),
             "dataDir": args.data_dir,
             "auth": args.auth.auth,
@@ -105,7 +106,7 @@ pub async fn up(args: UpArgs, out: Out) -> Result<u8, CliError> {
         let [rt_metrics, ws_metrics, mcp_metrics] = plane.metrics_urls();
         let catalog_http = plane.catalog_http_url();
         let mut banner = format!(
-            "toolplane is up (data in {})\n  runtime     {}\n  catalog     {}   (HTTP {catalog_http}/tools)\n  workspace   {}\n  mcp-proxy   {}\n  metrics     {rt_metrics}/metrics {ws_metrics}/metrics {mcp_metrics}/metrics {catalog_http}/metrics",
+            "toolplane is up (data in {})\n  console     {rt_metrics}/console\n  runtime     {}\n  catalog     {}   (HTTP {catalog_http}/tools)\n  workspace   {}\n  mcp-proxy   {}\n  metrics     {rt_metrics}/metrics {ws_metrics}/metrics {mcp_metrics}/metrics {catalog_http}/metrics",
             args.data_dir.display(),
             eps.runtime,
             eps.catalog,

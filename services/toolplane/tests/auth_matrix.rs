@@ -294,9 +294,18 @@ async fn every_rpc_and_route_answers_each_credential_as_the_role_table_says() {
         }
     }
 
+    // The console is the runtime's; every other HTTP path is asked of the catalog's port.
+    let runtime_http = plane.metrics_urls()[0].clone();
     let mut routes: Vec<(String, &str)> = toolplane_auth::table::HTTP_ROLES
         .iter()
-        .map(|(path, _)| (plane.catalog_http_url(), *path))
+        .map(|(path, _)| {
+            let url = if path.starts_with("/console") {
+                runtime_http.clone()
+            } else {
+                plane.catalog_http_url()
+            };
+            (url, *path)
+        })
         .collect();
     for url in plane.metrics_urls() {
         routes.push((url.clone(), "/metrics"));

@@ -33,6 +33,13 @@ fn up_demo_once_runs_the_scripted_agent_shows_its_timeline_and_exits_with_its_st
         out.contains(&format!("mcp-proxy   http://127.0.0.1:{}", ports.mcp_proxy)),
         "{out}"
     );
+    assert!(
+        out.contains(&format!(
+            "console     http://127.0.0.1:{}/console",
+            ports.metrics[0]
+        )),
+        "the console's address is printed:\n{out}"
+    );
     // Every step of the agent, in order, each with its alias, outcome and duration.
     let aliases = [
         "workspace_list_files",
