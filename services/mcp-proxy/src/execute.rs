@@ -33,8 +33,8 @@ use crate::connection::TransportKind;
 use crate::error::{
     MCP_CONNECTION_FAILED, MCP_CONNECTION_LOST, MCP_MALFORMED_RESPONSE, MCP_PERMISSION_OFF,
     MCP_PROTOCOL_ERROR, MCP_RESPONSE_TOO_LARGE, MCP_SERVER_BUSY, MCP_SERVER_NOT_FOUND,
-    MCP_SERVER_PAUSED, MCP_TOOL_ERROR, MCP_TOOL_NOT_FOUND, MCP_TOOL_UNUSABLE, ProxyCode,
-    ProxyError, TOOL_CANCELLED, TOOL_INVALID_ARGUMENTS, TOOL_INVALID_ID, TOOL_TIMEOUT,
+    MCP_SERVER_PAUSED, MCP_TASK_REQUIRED, MCP_TOOL_ERROR, MCP_TOOL_NOT_FOUND, MCP_TOOL_UNUSABLE,
+    ProxyCode, ProxyError, TOOL_CANCELLED, TOOL_INVALID_ARGUMENTS, TOOL_INVALID_ID, TOOL_TIMEOUT,
 };
 use crate::projection::project;
 use crate::proxy::{McpProxy, Server};
@@ -566,6 +566,16 @@ fn recheck(server: &Server, native: &str) -> Option<CallOutput> {
         return Some(failure(
             MCP_TOOL_UNUSABLE,
             format!("the tool cannot be called: {}", issue.message),
+            Outcome::NotSent,
+        ));
+    }
+    if entry.tool.task_required() {
+        return Some(failure(
+            MCP_TASK_REQUIRED,
+            format!(
+                "the tool cannot be called: {}; the call was not sent",
+                toolplane_core::catalog::OmitReason::McpTaskRequired.describe()
+            ),
             Outcome::NotSent,
         ));
     }
