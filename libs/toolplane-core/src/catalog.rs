@@ -185,6 +185,8 @@ pub enum OmitReason {
     RemovedByExitPolicy,
     /// A sub-agent target without a model endpoint cannot run delegated children.
     NoModelEndpoint { profile_id: String },
+    /// The MCP server runs the tool only as an MCP task (`execution.taskSupport: "required"`).
+    McpTaskRequired,
 }
 
 impl OmitReason {
@@ -214,6 +216,9 @@ impl OmitReason {
                     "profile `{profile_id}` has no model endpoint, so it cannot run delegated work"
                 )
             }
+            OmitReason::McpTaskRequired => {
+                "the MCP server runs this tool only as a task (`execution.taskSupport: required`), which toolplane does not run".into()
+            }
         }
     }
 
@@ -231,6 +236,7 @@ impl OmitReason {
             OmitReason::NotInPlanNode => "not_in_plan_node",
             OmitReason::RemovedByExitPolicy => "removed_by_exit_policy",
             OmitReason::NoModelEndpoint { .. } => "no_model_endpoint",
+            OmitReason::McpTaskRequired => "task_required",
         }
     }
 }
@@ -246,6 +252,9 @@ pub struct CatalogEntry {
     /// compiling a snapshot does not copy schemas.
     descriptor: Option<Arc<ToolDescriptor>>,
     unusable: Option<OmitReason>,
+    /// For an MCP tool: the version of its server's cached tool list it was read from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    catalog_version: Option<u64>,
 }
 
 impl CatalogEntry {
@@ -258,6 +267,7 @@ impl CatalogEntry {
             origin,
             descriptor: Some(Arc::new(descriptor)),
             unusable: None,
+            catalog_version: None,
         })
     }
 
@@ -274,9 +284,20 @@ impl CatalogEntry {
             origin,
             descriptor: descriptor.map(Arc::new),
             unusable: Some(reason),
+            catalog_version: None,
         })
     }
 
+    /// Names the version of the source's tool list the entry was read from (an MCP server's
+    /// cached catalog version, which increases each time the server's list changes).
+    pub fn with_catalog_version(mut self, version: u64) -> Self {
+        self.catalog_version = (version > 0).then_some(version);
+        self
+    }
+    /// The version of the source's tool list the entry was read from, when known.
+    pub fn catalog_version(&self) -> Option<u64> {
+        self.catalog_version
+    }
     pub fn id(&self) -> &ToolId {
         &self.id
     }

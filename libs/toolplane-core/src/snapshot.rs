@@ -79,6 +79,10 @@ pub struct ToolBinding {
     /// The MCP server display name, for MCP bindings.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_name: Option<String>,
+    /// For MCP bindings: the version of the server's cached tool list the binding was frozen
+    /// from (it increases each time the server's list changes; docs/mcp-proxy.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_catalog_version: Option<u64>,
 }
 
 impl ToolBinding {
@@ -164,6 +168,11 @@ pub struct SnapshotSummary {
     pub omitted: usize,
     pub max_calls_per_invocation: u32,
     pub max_rounds: u32,
+    /// The version of each bound MCP server's cached tool list (by registration id) that the
+    /// snapshot was compiled from; a later invocation of the run naming a higher version saw the
+    /// server's tools change.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub mcp_catalogs: std::collections::BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -297,6 +306,7 @@ impl InvocationToolSnapshot {
                 approval_required: decision.approval_required,
                 approval_rule: decision.approval_rule.clone(),
                 server_name: entry.origin().server_name().map(str::to_owned),
+                mcp_catalog_version: entry.catalog_version(),
                 descriptor,
             });
         }
@@ -316,6 +326,7 @@ impl InvocationToolSnapshot {
                 approval_required: false,
                 approval_rule: None,
                 server_name: None,
+                mcp_catalog_version: None,
                 descriptor: Arc::new(d.clone()),
             });
         }
@@ -388,6 +399,14 @@ impl InvocationToolSnapshot {
             omitted: self.omitted.len(),
             max_calls_per_invocation: self.max_calls_per_invocation,
             max_rounds: self.max_rounds,
+            mcp_catalogs: self
+                .bindings
+                .iter()
+                .filter_map(|b| match (b.tool_id().provider(), b.mcp_catalog_version) {
+                    (crate::id::Provider::Mcp(server), Some(v)) => Some((server.clone(), v)),
+                    _ => None,
+                })
+                .collect(),
         }
     }
 

@@ -154,6 +154,21 @@ pub fn server_everything_entry() -> Result<PathBuf, FixtureError> {
     )
 }
 
+/// The live-tools server (`tests/mcp-servers/live_tools_server.mjs`, run it with `node`): a server
+/// on the official TypeScript SDK whose tool list changes while it runs (`add_tool`, with
+/// `notifications/tools/list_changed`) and is read from `LIVE_TOOLS_FILE` at every start.
+pub fn live_tools_server_script() -> Result<PathBuf, FixtureError> {
+    let dir = repo_root().join("tests/mcp-servers");
+    let sdk = dir.join("node_modules/@modelcontextprotocol/sdk/package.json");
+    if !sdk.is_file() {
+        return Err(FixtureError::Missing(format!(
+            "{} not found (install it: cd tests/mcp-servers && npm ci)",
+            sdk.display()
+        )));
+    }
+    Ok(dir.join("live_tools_server.mjs"))
+}
+
 /// The in-repository Python virtual environment holding the PyPI test servers.
 pub fn mcp_venv() -> PathBuf {
     target_dir().join("mcp-venv")

@@ -149,6 +149,7 @@ pub fn listing_to_proto(l: &ToolListing, endpoint: Option<&Endpoint>) -> pb::Too
             native_name: m.native_name.clone(),
             server_state: state_to_proto(m.server_state).into(),
             permission: permission_to_proto(m.permission).into(),
+            catalog_version: m.catalog_version,
         }),
         external: l.external.as_ref().map(|x| pb::ExternalToolOrigin {
             host_id: x.host_id.clone(),
@@ -329,6 +330,7 @@ fn reason_from_proxy(diagnostics: &[pb::Diagnostic]) -> OmitReason {
                 return OmitReason::NonObjectSchema { detail };
             }
             diag::MCP_REGISTRATION_CORRUPT => return OmitReason::RegistrationCorrupt { detail },
+            diag::MCP_TASK_REQUIRED => return OmitReason::McpTaskRequired,
             _ => {}
         }
     }
@@ -456,6 +458,7 @@ pub fn mcp_tool_from_proto(t: pb::McpCachedTool) -> Result<SourcedTool, Diagnost
         },
         server_state: state,
         permission,
+        catalog_version: status.catalog_version,
     };
     Ok(sources::mcp_tool(entry, raw, facts, notes))
 }
@@ -489,6 +492,7 @@ mod tests {
                 native_name: "echo".into(),
                 server_state: state.into(),
                 permission: permission.into(),
+                catalog_version: 0,
             }),
             usable,
             diagnostics: vec![],

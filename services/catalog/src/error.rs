@@ -178,6 +178,7 @@ pub mod diag {
     pub const MCP_PERMISSION_OFF: &str = "mcp.permission_off";
     pub const MCP_NO_CACHE: &str = "mcp.no_cache";
     pub const MCP_REGISTRATION_CORRUPT: &str = "mcp.registration_corrupt";
+    pub const MCP_TASK_REQUIRED: &str = "mcp.task_required";
     pub const INVALID_SCHEMA: &str = "tool.invalid_schema";
     pub const POLICY_DENIED: &str = "policy.denied";
     pub const TOOL_OMITTED: &str = "snapshot.tool_omitted";
@@ -235,6 +236,10 @@ pub mod diag {
         (
             MCP_REGISTRATION_CORRUPT,
             "the MCP registration could not be read by the mcp-proxy",
+        ),
+        (
+            MCP_TASK_REQUIRED,
+            "the MCP server runs the tool only as an MCP task (`execution.taskSupport: required`), which toolplane does not run",
         ),
         (
             INVALID_SCHEMA,

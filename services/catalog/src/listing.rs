@@ -49,6 +49,7 @@ impl Diagnostic {
             | OmitReason::NotInPlanNode => diag::POLICY_DENIED,
             OmitReason::RemovedByExitPolicy => diag::TOOL_OMITTED,
             OmitReason::NoModelEndpoint { .. } => diag::NO_MODEL_ENDPOINT,
+            OmitReason::McpTaskRequired => diag::MCP_TASK_REQUIRED,
         };
         Diagnostic::new(code, reason.describe(), subject)
     }
@@ -72,6 +73,8 @@ pub struct McpFacts {
     pub native_name: String,
     pub server_state: McpServerState,
     pub permission: McpPermission,
+    /// The version of the server's cached tool list (increases when the list changes).
+    pub catalog_version: u64,
 }
 
 /// Where an external (or adapter) tool is executed. Header values never appear in listings.

@@ -176,6 +176,12 @@ async fn a_public_mcp_server_reaches_the_listings_and_leaves_them_when_paused() 
     // gRPC: the server's tools with their registration facts.
     let tools = p.mcp_tools(false).await;
     let echo = find(&tools, "echo").expect("echo is listed");
+    // `simulate-research-query` runs only as an MCP task: listed unusable, with the reason.
+    let every = p.mcp_tools(true).await;
+    let research = find(&every, "simulate-research-query").expect("listed as unusable");
+    assert!(!research.usable);
+    assert_eq!(research.diagnostics[0].code, "mcp.task_required");
+    assert!(find(&tools, "simulate-research-query").is_none());
     let echo_id = format!("mcp/{}:echo", server.server_id);
     let d = echo.descriptor.as_ref().unwrap();
     assert_eq!(d.id, echo_id);
@@ -215,7 +221,7 @@ async fn a_public_mcp_server_reaches_the_listings_and_leaves_them_when_paused() 
     p.refresh().await;
     assert!(p.mcp_tools(false).await.is_empty());
     let all = p.mcp_tools(true).await;
-    assert_eq!(all.len(), tools.len());
+    assert_eq!(all.len(), every.len());
     let paused_echo = find(&all, "echo").unwrap();
     assert!(!paused_echo.usable);
     assert_eq!(paused_echo.diagnostics[0].code, "mcp.server_paused");

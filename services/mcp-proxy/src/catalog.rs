@@ -19,7 +19,7 @@ use toolplane_core::id::{Provider, ToolId};
 
 use crate::error::{
     MCP_CATALOG_TRUNCATED, MCP_INVALID_TOOL, MCP_PERMISSION_ASK, MCP_PERMISSION_OFF,
-    MCP_SERVER_PAUSED, ProxyCode,
+    MCP_SERVER_PAUSED, MCP_TASK_REQUIRED, ProxyCode,
 };
 use crate::registration::{Registration, ServerState, shown};
 
@@ -66,6 +66,17 @@ pub struct CachedTool {
     pub output_schema: Option<Value>,
     #[serde(default)]
     pub annotations: ToolAnnotations,
+    /// The server's `execution.taskSupport` for the tool (`forbidden`, `optional`, `required`),
+    /// when it declares one. A `required` tool runs only as an MCP task and is unusable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_support: Option<String>,
+}
+
+impl CachedTool {
+    /// The server runs this tool only as an MCP task.
+    pub fn task_required(&self) -> bool {
+        self.task_support.as_deref() == Some("required")
+    }
 }
 
 /// The cached catalog of one registration.
@@ -73,6 +84,11 @@ pub struct CachedTool {
 #[serde(rename_all = "camelCase")]
 pub struct CachedCatalog {
     pub format: u32,
+    /// Increases by one each time a discovery finds a tool list different from the one before
+    /// (names, schemas, descriptions, annotations); a discovery that finds the same list keeps
+    /// it. 0 only in catalogs stored before versions were kept.
+    #[serde(default)]
+    pub version: u64,
     pub refreshed_at_unix_ms: i64,
     /// Tools in the server's listing order, names unique.
     pub tools: Vec<CachedTool>,
@@ -151,6 +167,22 @@ impl LiveCatalog {
 
     pub fn refreshed_at_unix_ms(&self) -> i64 {
         self.stored.refreshed_at_unix_ms
+    }
+
+    /// The catalog's version (see [`CachedCatalog::version`]).
+    pub fn version(&self) -> u64 {
+        self.stored.version
+    }
+
+    /// This catalog, freshly discovered, versioned against the one it replaces: the same version
+    /// when the tools are unchanged, the next one when they differ.
+    pub fn versioned_after(mut self, previous: Option<&LiveCatalog>) -> LiveCatalog {
+        self.stored.version = match previous {
+            Some(old) if old.stored.tools == self.stored.tools => old.stored.version,
+            Some(old) => old.stored.version + 1,
+            None => 1,
+        };
+        self
     }
 
     pub fn warnings(&self) -> &[Note] {
@@ -292,6 +324,11 @@ impl CatalogBuilder {
                 idempotent_hint: hint("idempotentHint"),
                 open_world_hint: hint("openWorldHint"),
             },
+            task_support: tool
+                .get("execution")
+                .and_then(|e| e.get("taskSupport"))
+                .and_then(Value::as_str)
+                .map(str::to_owned),
         });
     }
 
@@ -308,6 +345,7 @@ impl CatalogBuilder {
     pub fn finish(self, refreshed_at_unix_ms: i64) -> LiveCatalog {
         let stored = CachedCatalog {
             format: CATALOG_FORMAT,
+            version: 0,
             refreshed_at_unix_ms,
             tools: self.tools,
             warnings: self.warnings,
@@ -406,8 +444,20 @@ pub fn usability(reg: &Registration, entry: ToolEntry<'_>) -> Usability {
         let reason = OmitReason::NonObjectSchema {
             detail: issue.message.clone(),
         };
-        notes.push(Note::new(&issue.code, issue.message.clone(), subject));
+        notes.push(Note::new(
+            &issue.code,
+            issue.message.clone(),
+            subject.clone(),
+        ));
         omit = omit.or(Some(reason));
+    }
+    if tool.task_required() {
+        notes.push(Note::of(
+            MCP_TASK_REQUIRED,
+            OmitReason::McpTaskRequired.describe(),
+            subject,
+        ));
+        omit = omit.or(Some(OmitReason::McpTaskRequired));
     }
     Usability {
         permission,
@@ -549,6 +599,19 @@ mod tests {
         let arr = usability(&active, c.get("arr").unwrap());
         assert!(!arr.usable());
         assert_eq!(arr.notes[0].code, "tool.invalid_schema");
+
+        let mut b = CatalogBuilder::new(ID, 10, 1 << 20);
+        let mut task = tool("research", json!({"type": "object"}));
+        task["execution"] = json!({"taskSupport": "required"});
+        b.add(&task);
+        let mut optional = tool("maybe", json!({"type": "object"}));
+        optional["execution"] = json!({"taskSupport": "optional"});
+        b.add(&optional);
+        let t = b.finish(0);
+        let research = usability(&active, t.get("research").unwrap());
+        assert_eq!(research.omit, Some(OmitReason::McpTaskRequired));
+        assert_eq!(research.notes[0].code, "mcp.task_required");
+        assert!(usability(&active, t.get("maybe").unwrap()).usable());
 
         let paused = reg(ServerState::Paused, McpPermission::Off);
         let u = usability(&paused, c.get("ok").unwrap());

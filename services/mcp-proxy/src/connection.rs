@@ -11,32 +11,37 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
-use rmcp::service::{Peer, RunningService};
+use rmcp::service::{NotificationContext, Peer, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::Transport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientCacheConfig, ClientHandler, RoleClient, ServiceExt as _};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use toolplane_core::egress::EgressPolicy;
 
 use crate::children::ProcessSettings;
 use crate::error::{MCP_CONNECTION_FAILED, MCP_EGRESS_DENIED, ProxyError};
+use crate::raw_listing::RawListing;
 use crate::registration::{Limits, Registration, TransportSpec};
 use crate::stdio::{
     ChildWatch, StdioSpec, StdioTransport, Violation, ViolationCell, read_violation,
 };
 
-/// The proxy's side of an MCP session: it identifies itself and answers nothing else (no
-/// sampling, no roots, no elicitation).
+/// The proxy's side of an MCP session: it identifies itself, passes the server's
+/// `notifications/tools/list_changed` on to whoever rediscovers its tools, and answers nothing
+/// else (no sampling, no roots, no elicitation).
 #[derive(Debug, Clone)]
 pub struct ProxyClient {
     info: ClientConfig,
+    list_changed: Option<Arc<Notify>>,
 }
 
 impl ProxyClient {
     pub fn new() -> ProxyClient {
         ProxyClient {
+            list_changed: None,
             info: ClientConfig::new(
                 ClientCapabilities::default(),
                 Implementation::new("toolplane-mcp-proxy", env!("CARGO_PKG_VERSION")),
@@ -44,6 +49,16 @@ impl ProxyClient {
             // The newest version the public servers of this era speak; a server that knows only
             // an older one answers with it and the session uses that.
             .with_protocol_version(ProtocolVersion::V_2025_11_25),
+        }
+    }
+}
+
+impl ProxyClient {
+    /// A client that wakes `list_changed` when the server says its tool list changed.
+    pub fn notifying(list_changed: Arc<Notify>) -> ProxyClient {
+        ProxyClient {
+            list_changed: Some(list_changed),
+            ..ProxyClient::new()
         }
     }
 }
@@ -58,6 +73,21 @@ impl ClientHandler for ProxyClient {
     fn get_info(&self) -> ClientConfig {
         self.info.clone()
     }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        if let Some(notify) = &self.list_changed {
+            // A stored permit: a change announced while a discovery runs triggers another one.
+            notify.notify_one();
+        }
+    }
+}
+
+/// What a connection reports back to its registration's supervisor: the server's
+/// `notifications/tools/list_changed`, and the listing fields rmcp drops (stdio only).
+#[derive(Debug, Clone, Default)]
+pub struct ConnectionHooks {
+    pub list_changed: Arc<Notify>,
+    pub raw_listing: RawListing,
 }
 
 /// Which transport a connection uses.
@@ -79,6 +109,11 @@ pub struct Connection {
     pub child: Option<ChildWatch>,
     /// The server's name and version from the handshake.
     pub server_info: String,
+    /// Which connection of its registration this is (1, 2, … in connect order); discovery
+    /// remembers the one it listed, so a new one is listed again.
+    pub seq: u64,
+    /// The listing fields rmcp drops, as this connection's transport saw them.
+    pub raw_listing: RawListing,
 }
 
 impl Connection {
@@ -193,6 +228,7 @@ pub async fn connect(
     limits: &Limits,
     processes: &ProcessSettings,
     egress: &EgressPolicy,
+    hooks: &ConnectionHooks,
 ) -> Result<Connection, ProxyError> {
     processes.check_env(&reg.transport)?;
     let dead = CancellationToken::new();
@@ -219,9 +255,10 @@ pub async fn connect(
             let (transport, child) =
                 StdioTransport::spawn(&spec, Arc::clone(&violation), dead.clone())
                     .map_err(|e| failed(reg, format!("cannot start `{command}`: {e}")))?;
+            let transport = transport.with_raw_listing(hooks.raw_listing.clone());
+            let client = ProxyClient::notifying(Arc::clone(&hooks.list_changed));
             let handshake =
-                tokio::time::timeout(limits.connect_timeout, ProxyClient::new().serve(transport))
-                    .await;
+                tokio::time::timeout(limits.connect_timeout, client.serve(transport)).await;
             let service = match handshake {
                 Ok(Ok(service)) => service,
                 Ok(Err(e)) => {
@@ -252,7 +289,10 @@ pub async fn connect(
                     ));
                 }
             };
-            Ok(finish(service, TransportKind::Stdio, dead, violation, Some(child)).await)
+            let mut conn =
+                finish(service, TransportKind::Stdio, dead, violation, Some(child)).await;
+            conn.raw_listing = hooks.raw_listing.clone();
+            Ok(conn)
         }
         TransportSpec::StreamableHttp {
             url,
@@ -298,28 +338,28 @@ pub async fn connect(
                 ),
                 dead: dead.clone(),
             };
-            let service =
-                tokio::time::timeout(limits.connect_timeout, ProxyClient::new().serve(transport))
-                    .await
-                    .map_err(|_| {
-                        failed(
-                            reg,
-                            format!(
-                                "no answer to initialize within {} ms",
-                                limits.connect_timeout.as_millis()
-                            ),
-                        )
-                    })?
-                    .map_err(|e| {
-                        let why = crate::causes::init_error(&e);
-                        let mut err = failed(reg, format!("initialization failed: {why}"));
-                        // A refusal of the egress policy inside the client (a resolved address,
-                        // a redirect) keeps its code.
-                        if why.contains(MCP_EGRESS_DENIED.code) {
-                            err.code = MCP_EGRESS_DENIED;
-                        }
-                        err
-                    })?;
+            let client = ProxyClient::notifying(Arc::clone(&hooks.list_changed));
+            let service = tokio::time::timeout(limits.connect_timeout, client.serve(transport))
+                .await
+                .map_err(|_| {
+                    failed(
+                        reg,
+                        format!(
+                            "no answer to initialize within {} ms",
+                            limits.connect_timeout.as_millis()
+                        ),
+                    )
+                })?
+                .map_err(|e| {
+                    let why = crate::causes::init_error(&e);
+                    let mut err = failed(reg, format!("initialization failed: {why}"));
+                    // A refusal of the egress policy inside the client (a resolved address,
+                    // a redirect) keeps its code.
+                    if why.contains(MCP_EGRESS_DENIED.code) {
+                        err.code = MCP_EGRESS_DENIED;
+                    }
+                    err
+                })?;
             Ok(finish(
                 service,
                 TransportKind::StreamableHttp,
@@ -357,5 +397,7 @@ async fn finish(
         violation,
         child,
         server_info,
+        seq: 0,
+        raw_listing: RawListing::default(),
     }
 }

@@ -161,6 +161,7 @@ pub fn server_to(v: &ServerView) -> pb::McpServer {
         cached_tool_count: v.cached_tool_count,
         refreshed_at_unix_ms: v.refreshed_at_unix_ms,
         generation: v.reg.generation,
+        catalog_version: v.catalog_version,
         created_at_unix_ms: v.reg.created_at_unix_ms,
         updated_at_unix_ms: v.reg.updated_at_unix_ms,
     }
@@ -204,6 +205,7 @@ pub fn tool_to(v: &ToolView) -> pb::McpCachedTool {
             native_name: v.native.clone(),
             server_state: state_to(v.reg.state).into(),
             permission: permission_to(v.usability.permission).into(),
+            catalog_version: v.catalog_version,
         }),
         usable: v.usable(),
         diagnostics: v.usability.notes.iter().map(note_to).collect(),

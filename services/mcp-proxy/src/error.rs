@@ -58,6 +58,8 @@ codes! {
         "diagnostic: a permission is stored for a tool that is not in the cached catalog");
     MCP_TOOL_UNUSABLE = ("mcp.tool_unusable", Recoverable,
         "the cached tool cannot be offered (non-object input schema, over-long description); the call is not sent");
+    MCP_TASK_REQUIRED = ("mcp.task_required", Recoverable,
+        "the server lists the tool as runnable only as an MCP task (`execution.taskSupport: \"required\"`), which the proxy does not run: it is unusable and calls are not sent");
     MCP_INVALID_TOOL = ("mcp.invalid_tool", Recoverable,
         "diagnostic: a discovered tool was left out of the cache (its name cannot be a tool id, or it repeats an earlier name)");
     MCP_CATALOG_TRUNCATED = ("mcp.catalog_truncated", Recoverable,

@@ -33,8 +33,8 @@ use crate::connection::TransportKind;
 use crate::error::{
     MCP_CONNECTION_FAILED, MCP_CONNECTION_LOST, MCP_MALFORMED_RESPONSE, MCP_PERMISSION_OFF,
     MCP_PROTOCOL_ERROR, MCP_RESPONSE_TOO_LARGE, MCP_SERVER_BUSY, MCP_SERVER_NOT_FOUND,
-    MCP_SERVER_PAUSED, MCP_TOOL_ERROR, MCP_TOOL_NOT_FOUND, MCP_TOOL_UNUSABLE, ProxyCode,
-    ProxyError, TOOL_CANCELLED, TOOL_INVALID_ARGUMENTS, TOOL_INVALID_ID, TOOL_TIMEOUT,
+    MCP_SERVER_PAUSED, MCP_TASK_REQUIRED, MCP_TOOL_ERROR, MCP_TOOL_NOT_FOUND, MCP_TOOL_UNUSABLE,
+    ProxyCode, ProxyError, TOOL_CANCELLED, TOOL_INVALID_ARGUMENTS, TOOL_INVALID_ID, TOOL_TIMEOUT,
 };
 use crate::projection::project;
 use crate::proxy::{McpProxy, Server};
@@ -312,8 +312,13 @@ impl McpProxy {
 
         let began = Instant::now();
         let mut params = CallToolRequestParams::new(native.to_owned()).with_arguments(arguments);
+        // The client span of the request, open until this function returns; the server's trace
+        // continues under it.
+        let client_span = client_span(&conn, native);
         // The call's trace context travels in `_meta` (MCP SEP-414), on every transport.
-        if let Some((parent, state)) = toolplane_telemetry::current_trace_context() {
+        if let Some((parent, state)) =
+            client_span.in_scope(toolplane_telemetry::current_trace_context)
+        {
             let mut meta = rmcp::model::RequestMetaObject::new();
             meta.0.set_traceparent(parent);
             if let Some(state) = state {
@@ -340,6 +345,7 @@ impl McpProxy {
                 ));
             }
         };
+        client_span.record("jsonrpc.request.id", tracing::field::display(&handle.id));
         let mut guard = CancelGuard {
             peer: conn.peer.clone(),
             id: Some(handle.id.clone()),
@@ -515,6 +521,30 @@ fn parse_arguments(text: &str) -> Result<Map<String, Value>, String> {
     })
 }
 
+/// The client span of one `tools/call`, with the OpenTelemetry MCP semantic conventions
+/// (`mcp.method.name`, `mcp.protocol.version`, `gen_ai.tool.name`, `jsonrpc.request.id`, …).
+fn client_span(conn: &crate::connection::Connection, native: &str) -> tracing::Span {
+    let version = conn
+        .peer
+        .peer_info()
+        .map(|i| i.protocol_version.to_string())
+        .unwrap_or_default();
+    tracing::info_span!(
+        "mcp.client",
+        otel.name = %format_args!("tools/call {native}"),
+        otel.kind = "client",
+        mcp.method.name = "tools/call",
+        mcp.protocol.version = %version,
+        gen_ai.tool.name = %native,
+        gen_ai.operation.name = "execute_tool",
+        jsonrpc.request.id = tracing::field::Empty,
+        network.transport = match conn.kind {
+            crate::connection::TransportKind::Stdio => "pipe",
+            crate::connection::TransportKind::StreamableHttp => "tcp",
+        },
+    )
+}
+
 /// The checks made before a call is admitted and again right before it is sent, against the
 /// registration and catalog as they are now; `Some` is the refusal. Nothing is allocated when
 /// the call may go.
@@ -566,6 +596,16 @@ fn recheck(server: &Server, native: &str) -> Option<CallOutput> {
         return Some(failure(
             MCP_TOOL_UNUSABLE,
             format!("the tool cannot be called: {}", issue.message),
+            Outcome::NotSent,
+        ));
+    }
+    if entry.tool.task_required() {
+        return Some(failure(
+            MCP_TASK_REQUIRED,
+            format!(
+                "the tool cannot be called: {}; the call was not sent",
+                toolplane_core::catalog::OmitReason::McpTaskRequired.describe()
+            ),
             Outcome::NotSent,
         ));
     }

@@ -2,7 +2,7 @@
 //!
 //! The proxy owns MCP registrations (state, per-tool permission), their connections (rmcp
 //! clients over stdio child processes or streamable HTTP), discovery into a cached catalog
-//! (memory, then the store), execution with the rechecks right before sending, and the MCP result
+//! (memory, then the store, kept live by [`live`]), execution with the rechecks right before sending, and the MCP result
 //! projection (docs/mcp-proxy.md). It serves `toolplane.v1.McpProxyService` (administration and the
 //! cached listings the catalog service pulls) and `toolplane.v1.ToolExecutor` (calls from the
 //! runtime) on one port.
@@ -25,9 +25,11 @@ pub mod egress;
 pub mod error;
 pub mod execute;
 pub mod grpc;
+pub mod live;
 pub mod persist;
 pub mod projection;
 pub mod proxy;
+pub mod raw_listing;
 pub mod registration;
 pub mod server;
 pub mod stdio;

@@ -30,6 +30,7 @@ use crate::error::{
     MCP_GENERATION_MISMATCH, MCP_INVALID_REQUEST, MCP_SERVER_NOT_FOUND, MCP_SERVER_PAUSED,
     MCP_SHUTTING_DOWN, MCP_TOO_MANY_SERVERS, ProxyError, REQUEST_INVALID_PAGE_TOKEN,
 };
+use crate::live::Trigger;
 use crate::persist::Persist;
 use crate::registration::{
     LimitDefaults, Limits, MAX_TOOL_PERMISSIONS, REGISTRATION_FORMAT, Registration,
@@ -100,6 +101,8 @@ pub(crate) struct Server {
     /// Wakes the supervisor on a state or transport change.
     pub changed: Notify,
     refresh: tokio::sync::Mutex<()>,
+    /// What keeps the cached catalog following the server (`crate::live`).
+    pub live: crate::live::LiveState,
 }
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -143,6 +146,7 @@ impl Server {
             removed: CancellationToken::new(),
             changed: Notify::new(),
             refresh: tokio::sync::Mutex::new(()),
+            live: crate::live::LiveState::default(),
         }
     }
 
@@ -172,6 +176,8 @@ pub struct ServerView {
     pub last_error: String,
     pub cached_tool_count: u32,
     pub refreshed_at_unix_ms: i64,
+    /// The cached catalog's version (0: never discovered).
+    pub catalog_version: u64,
 }
 
 /// What listings show about one tool.
@@ -182,6 +188,8 @@ pub struct ToolView {
     /// `None`: a permission is stored for this name but the tool is not in the cache.
     pub tool: Option<CachedTool>,
     pub usability: Usability,
+    /// The version of the cached catalog the tool was read from (0: not cached).
+    pub catalog_version: u64,
 }
 
 impl ToolView {
@@ -372,6 +380,7 @@ impl McpProxy {
                 .as_ref()
                 .map_or(0, |c| u32::try_from(c.len()).unwrap_or(u32::MAX)),
             refreshed_at_unix_ms: catalog.as_ref().map_or(0, |c| c.refreshed_at_unix_ms()),
+            catalog_version: catalog.as_ref().map_or(0, |c| c.version()),
         }
     }
 
@@ -665,6 +674,7 @@ impl McpProxy {
                 reg: Arc::clone(&reg),
                 native: native.to_owned(),
                 tool: Some(entry.tool.clone()),
+                catalog_version: c.version(),
             })
         }))
     }
@@ -699,6 +709,8 @@ impl McpProxy {
         let reg = server.registration();
         let limits = self.limits_of(&reg);
         let conn = self.connection(server, true).await?;
+        server.live.listed(&conn);
+        conn.raw_listing.begin();
         let mut builder =
             CatalogBuilder::new(&reg.server_id, limits.max_tools, limits.max_catalog_bytes);
         let discovery = async {
@@ -708,7 +720,8 @@ impl McpProxy {
                     rmcp::model::PaginatedRequestParams::default().with_cursor(cursor.take());
                 let page = conn.peer.list_tools(Some(params)).await?;
                 for tool in &page.tools {
-                    if let Ok(v) = serde_json::to_value(tool) {
+                    if let Ok(mut v) = serde_json::to_value(tool) {
+                        conn.raw_listing.restore(&mut v);
                         builder.add(&v);
                     }
                     if builder.is_full() {
@@ -746,7 +759,9 @@ impl McpProxy {
             server.set_health(status, Some(message.clone()));
             return Err(ProxyError::new(MCP_DISCOVERY_FAILED, message));
         }
-        let catalog = builder.finish(now_ms());
+        let catalog = builder
+            .finish(now_ms())
+            .versioned_after(server.cached().as_deref());
         let known = lock(&server.catalog_version).clone();
         let expected = match known {
             Some(v) => Some(v),
@@ -856,8 +871,17 @@ impl McpProxy {
         server.set_health(ConnStatus::Connecting, None);
         let settings = &self.inner.settings;
         let egress = settings.egress.for_cell(&reg.cell_id);
-        match connect(&reg, &limits, &settings.processes, &egress).await {
-            Ok(conn) => {
+        match connect(
+            &reg,
+            &limits,
+            &settings.processes,
+            &egress,
+            server.live.hooks(),
+        )
+        .await
+        {
+            Ok(mut conn) => {
+                server.live.number(&mut conn);
                 let conn = Arc::new(conn);
                 *slot = Some(Arc::clone(&conn));
                 let mut h = lock(&server.health);
@@ -891,8 +915,8 @@ impl McpProxy {
     }
 
     /// Keeps an active server connected: connects at start, and after the connection dies waits
-    /// out the backoff and reconnects. A server with no cached catalog is discovered once
-    /// connected.
+    /// out the backoff and reconnects. Every new connection is listed once, and again whenever
+    /// the server sends `notifications/tools/list_changed` (`crate::live`).
     fn spawn_supervisor(&self, server: Arc<Server>) {
         let proxy = self.clone();
         tokio::spawn(async move {
@@ -913,6 +937,13 @@ impl McpProxy {
                 }
                 let current = server.conn.lock().await.clone();
                 if let Some(conn) = current.filter(|c| c.is_alive()) {
+                    // Every new connection is listed once: the server may have come back with
+                    // other tools.
+                    if server.live.unlisted(&conn) {
+                        proxy.rediscover(&server, Trigger::Connected).await;
+                        continue;
+                    }
+                    let list_changed = Arc::clone(server.live.list_changed());
                     tokio::select! {
                         // Removal and shutdown close the connection themselves: checked first, so
                         // a connection they closed is never reported as lost.
@@ -934,6 +965,9 @@ impl McpProxy {
                                 server.set_health(ConnStatus::Disconnected, Some(reason));
                             }
                         }
+                        () = list_changed.notified() => {
+                            proxy.rediscover(&server, Trigger::ListChanged).await;
+                        }
                         () = &mut notified => {}
                     }
                     continue;
@@ -951,15 +985,8 @@ impl McpProxy {
                     }
                     continue;
                 }
-                match proxy.connection(&server, false).await {
-                    Ok(_) if server.cached().is_none() => {
-                        if let Err(e) = proxy.refresh_server(&server).await {
-                            tracing::warn!(error = %e, "discovery after connect failed");
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(_) => {}
-                }
+                // A new connection is listed on the next turn of the loop.
+                let _ = proxy.connection(&server, false).await;
             }
         });
     }
@@ -1044,6 +1071,7 @@ impl McpProxy {
                     reg: Arc::clone(&reg),
                     native: entry.tool.name.clone(),
                     tool: Some(entry.tool.clone()),
+                    catalog_version: catalog.as_ref().map_or(0, |c| c.version()),
                 })
                 .collect();
             for (name, permission) in &reg.tool_permissions {
@@ -1065,6 +1093,7 @@ impl McpProxy {
                         reg: Arc::clone(&reg),
                         native: name.clone(),
                         tool: None,
+                        catalog_version: 0,
                     });
                 }
             }

@@ -95,6 +95,8 @@ pub struct StdioTransport {
     violation: ViolationCell,
     dead: CancellationToken,
     server_id: String,
+    /// Sees every line before it is parsed, for the listing fields rmcp drops.
+    raw_listing: Option<crate::raw_listing::RawListing>,
 }
 
 /// Handles to watch a started child from outside its transport.
@@ -211,6 +213,7 @@ impl StdioTransport {
             violation,
             dead,
             server_id: spec.server_id.clone(),
+            raw_listing: None,
         };
         Ok((
             transport,
@@ -220,6 +223,14 @@ impl StdioTransport {
                 stderr: tail,
             },
         ))
+    }
+}
+
+impl StdioTransport {
+    /// Lets `raw` see every line the server writes before it is parsed.
+    pub fn with_raw_listing(mut self, raw: crate::raw_listing::RawListing) -> StdioTransport {
+        self.raw_listing = Some(raw);
+        self
     }
 }
 
@@ -410,6 +421,9 @@ impl Transport<RoleClient> for StdioTransport {
             let trimmed = trimmed.strip_suffix(b"\r").unwrap_or(trimmed);
             if trimmed.iter().all(u8::is_ascii_whitespace) {
                 continue;
+            }
+            if let Some(raw) = &self.raw_listing {
+                raw.observe(trimmed);
             }
             match parse_line(trimmed) {
                 Ok(Some(msg)) => return Some(msg),

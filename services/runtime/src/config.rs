@@ -34,6 +34,11 @@ pub struct RuntimeConfig {
     /// Where model endpoints may be reached (docs/egress.md); `private_networks = "auto"` is
     /// decided by the listen address.
     pub egress: EgressPolicy,
+    /// `Host` header values (a name, optionally with `:port`) the MCP face at `/mcp` answers
+    /// besides the loopback names (`localhost`, `127.0.0.1`, `::1`), which it always answers;
+    /// `"*"` answers any (only behind a proxy that checks the host). Every other host gets 403:
+    /// the face refuses DNS-rebinding requests (docs/mcp-server.md, "Allowed hosts").
+    pub mcp_allowed_hosts: Vec<String>,
     /// Directories a profile's `model.script` may be read from; unset, any path (a runtime on
     /// loopback), and a runtime listening beyond loopback without it reads none.
     pub script_roots: Option<Vec<PathBuf>>,
@@ -93,6 +98,7 @@ impl Default for RuntimeConfig {
             hardline: HardlineRules::default(),
             env_allow: EnvAllowList::default(),
             egress: EgressPolicy::default(),
+            mcp_allowed_hosts: Vec::new(),
             script_roots: None,
             invocation_idle_timeout: Duration::from_secs(30 * 60),
             executor_timeout: Duration::from_secs(60),

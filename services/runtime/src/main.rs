@@ -41,6 +41,14 @@ struct Args {
     /// comma-separated); replaces the config's `env_allow`.
     #[arg(long, env = "TOOLPLANE_RUNTIME_ENV_ALLOW", value_name = "NAME,...")]
     env_allow: Option<String>,
+    /// `Host` values the MCP face at `/mcp` answers besides the loopback names (comma-separated,
+    /// `name` or `name:port`, or `*` for any); replaces the config's `mcp_allowed_hosts`.
+    #[arg(
+        long,
+        env = "TOOLPLANE_RUNTIME_MCP_ALLOWED_HOSTS",
+        value_name = "HOST,..."
+    )]
+    mcp_allowed_hosts: Option<String>,
     /// File holding the credential (`tp_…`) sent to the catalog, the workspace and the mcp-proxy
     /// when they require one (default: `TOOLPLANE_PEER_TOKEN`).
     #[arg(long, env = "TOOLPLANE_PEER_TOKEN_FILE", value_name = "FILE")]
@@ -75,6 +83,14 @@ fn load(args: &Args) -> Result<RuntimeConfig, String> {
     }
     if let Some(v) = &args.data_dir {
         cfg.data_dir = v.clone();
+    }
+    if let Some(v) = &args.mcp_allowed_hosts {
+        cfg.mcp_allowed_hosts = v
+            .split(',')
+            .map(str::trim)
+            .filter(|h| !h.is_empty())
+            .map(str::to_owned)
+            .collect();
     }
     // Private networks are reachable by default only from a runtime on loopback (docs/egress.md).
     cfg.egress = cfg

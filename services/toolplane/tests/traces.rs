@@ -209,6 +209,27 @@ async fn one_turn_is_one_trace_across_runtime_workspace_and_mcp_proxy() {
         .get(parts[2])
         .expect("the span that sent the MCP request was exported");
     assert!(has_ancestor(sender, traced_call), "{sender:#?}");
+    // That span is the mcp-proxy's client span of the request, with the MCP conventions.
+    assert_eq!(
+        attr(sender, "mcp.method.name").as_deref(),
+        Some("tools/call"),
+        "{sender:#?}"
+    );
+    assert_eq!(
+        attr(sender, "gen_ai.operation.name").as_deref(),
+        Some("execute_tool")
+    );
+    assert!(
+        sender.name.starts_with("tools/call ")
+            && attr(sender, "gen_ai.tool.name").is_some_and(|t| sender.name.ends_with(&t)),
+        "{sender:#?}"
+    );
+    assert!(
+        attr(sender, "mcp.protocol.version").is_some_and(|v| v.starts_with("20")),
+        "{sender:#?}"
+    );
+    assert!(attr(sender, "jsonrpc.request.id").is_some(), "{sender:#?}");
+    assert_eq!(attr(sender, "network.transport").as_deref(), Some("pipe"));
     // One trace for the whole turn.
     assert!(
         spans

@@ -278,15 +278,16 @@ pub fn listing_to_entry(l: pb::ToolListing) -> Result<CatalogEntry, CoreError> {
         _ => ToolOrigin::Builtin,
     };
     let descriptor = descriptor_from_pb(&d, id.clone());
+    let version = l.mcp.as_ref().map_or(0, |m| m.catalog_version);
     if l.usable {
-        return CatalogEntry::usable(origin, descriptor?);
+        return Ok(CatalogEntry::usable(origin, descriptor?)?.with_catalog_version(version));
     }
     let reason = l
         .diagnostics
         .first()
         .map(omit_reason)
         .unwrap_or(OmitReason::NotCached);
-    CatalogEntry::unusable(id, origin, reason, descriptor.ok())
+    Ok(CatalogEntry::unusable(id, origin, reason, descriptor.ok())?.with_catalog_version(version))
 }
 
 fn descriptor_from_pb(d: &pb::ToolDescriptor, id: ToolId) -> Result<ToolDescriptor, CoreError> {
@@ -321,6 +322,7 @@ fn omit_reason(d: &pb::Diagnostic) -> OmitReason {
         "no_model_endpoint" => OmitReason::NoModelEndpoint {
             profile_id: d.subject.clone(),
         },
+        "task_required" => OmitReason::McpTaskRequired,
         _ => OmitReason::RegistrationCorrupt {
             detail: format!("{}: {}", d.code, d.message),
         },

@@ -26,11 +26,27 @@ pub const PATH: &str = "/mcp";
 /// The `/mcp` route over `rt`. Simple request-response calls are answered as JSON rather than
 /// an event stream (the client still gets a stream when the server has more to send).
 pub fn router(rt: Arc<Runtime>) -> axum::Router {
-    let config = StreamableHttpServerConfig::default().with_json_response(true);
+    let config = allowed_hosts(
+        StreamableHttpServerConfig::default().with_json_response(true),
+        &rt.cfg.mcp_allowed_hosts,
+    );
     let service = StreamableHttpService::new(
         move || Ok(McpSession::new(Arc::clone(&rt))),
         Arc::new(LocalSessionManager::default()),
         config,
     );
     axum::Router::new().route_service(PATH, service)
+}
+
+/// The hosts the face answers: rmcp's loopback names plus the configured ones, or any with `*`.
+fn allowed_hosts(
+    config: StreamableHttpServerConfig,
+    extra: &[String],
+) -> StreamableHttpServerConfig {
+    if extra.iter().any(|h| h.trim() == "*") {
+        return config.disable_allowed_hosts();
+    }
+    let mut hosts = config.allowed_hosts.clone();
+    hosts.extend(extra.iter().map(|h| h.trim().to_owned()));
+    config.with_allowed_hosts(hosts)
 }

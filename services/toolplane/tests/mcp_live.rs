@@ -1,0 +1,177 @@
+//! A live MCP catalog through the whole plane: a server on the official TypeScript SDK adds a
+//! tool while a run uses it and announces it with `notifications/tools/list_changed`. Without
+//! any refresh by an operator, the mcp-proxy rediscovers it, the catalog pulls it, and a new
+//! invocation is offered the tool with a snapshot naming the newer catalog version; the
+//! invocation that was already open keeps its frozen snapshot and cannot call the new tool.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+use toolplane_proto::v1 as pb;
+use toolplane_proto::v1::catalog_service_client::CatalogServiceClient;
+
+const OPENAI: pb::ProviderFormat = pb::ProviderFormat::OpenaiChat;
+
+fn names(inv: &pb::OpenInvocationResponse) -> Vec<String> {
+    let tools: Value = serde_json::from_str(&inv.tools_json).unwrap();
+    tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The catalog version of `server` that the run's first snapshot was compiled from, as its
+/// journal's `context_assembled` event records it.
+async fn journalled_version(h: &mut Harness, run: &str, server: &str) -> u64 {
+    let journal = h.journal(run).await;
+    let assembled = journal
+        .iter()
+        .find(|e| e.r#type == "context_assembled")
+        .expect("context_assembled is journalled");
+    let payload = payload(assembled);
+    payload["snapshot"]["mcpCatalogs"][server]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no catalog version for {server} in {payload}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_added_mid_run_reaches_new_invocations_only() {
+    let mut h = harness().await;
+    let dir = tempfile::tempdir().unwrap();
+    let tools_file = dir.path().join("tools.txt");
+    std::fs::write(&tools_file, "alpha\n").unwrap();
+    let script = toolplane_testkit::mcp_fixture::live_tools_server_script().unwrap();
+    let server = h
+        .mcp
+        .upsert_server(pb::UpsertServerRequest {
+            display_name: "live".into(),
+            transport: Some(pb::McpTransport {
+                kind: Some(pb::mcp_transport::Kind::Stdio(pb::McpStdioTransport {
+                    command: "node".into(),
+                    args: vec![script.to_string_lossy().into_owned()],
+                    env: [(
+                        "LIVE_TOOLS_FILE".to_owned(),
+                        tools_file.to_string_lossy().into_owned(),
+                    )]
+                    .into(),
+                    ..Default::default()
+                })),
+            }),
+            default_permission: pb::McpToolPermission::Allow as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .server
+        .unwrap();
+    assert_eq!(
+        server.connection,
+        pb::McpConnectionStatus::Connected as i32,
+        "{}",
+        server.last_error
+    );
+    let mut catalog = CatalogServiceClient::new(channel(&h.plane.catalog_url()).await);
+    catalog
+        .refresh_sources(pb::RefreshSourcesRequest {
+            cell_id: String::new(),
+        })
+        .await
+        .unwrap();
+    h.put_profile(json!({"id": "live-user", "tools": {"allow": ["mcp:live"]}}))
+        .await;
+
+    // The first run's invocation freezes the list as it is: no gamma.
+    let first_run = h.create_run("live-user", true).await;
+    let first = h.open(&first_run, OPENAI).await;
+    assert!(
+        names(&first).contains(&"mcp__live__alpha".to_owned()),
+        "{:?}",
+        names(&first)
+    );
+    assert!(!names(&first).contains(&"mcp__live__gamma".to_owned()));
+    let before = journalled_version(&mut h, &first_run, &server.server_id).await;
+
+    // The server adds a tool mid-run and announces it.
+    let r = h
+        .execute(
+            &first.invocation_id,
+            &first.first_turn.clone().unwrap().turn_id,
+            OPENAI,
+            openai_calls(&[("c1", "mcp__live__add_tool", json!({"name": "gamma"}))]),
+        )
+        .await
+        .unwrap();
+    assert!(!r.results[0].is_error, "{:?}", r.results[0]);
+    let turn = r.next_turn.unwrap().turn_id;
+
+    // No RefreshServer, no RefreshSources: the proxy follows the server, the catalog follows the
+    // proxy within its refresh interval.
+    let gamma_id = format!("mcp/{}:gamma", server.server_id);
+    let mut listed = false;
+    for _ in 0..150 {
+        let tools = catalog
+            .list_tools(pb::ListToolsRequest {
+                query: "gamma".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .tools;
+        if tools
+            .iter()
+            .any(|t| t.descriptor.as_ref().is_some_and(|d| d.id == gamma_id))
+        {
+            listed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(listed, "the catalog never listed {gamma_id}");
+
+    // A new invocation is offered the tool, and its snapshot names the newer catalog version.
+    let second_run = h.create_run("live-user", true).await;
+    let second = h.open(&second_run, OPENAI).await;
+    assert!(
+        names(&second).contains(&"mcp__live__gamma".to_owned()),
+        "{:?}",
+        names(&second)
+    );
+    let after = journalled_version(&mut h, &second_run, &server.server_id).await;
+    assert!(after > before, "catalog version {after} after {before}");
+    let r = h
+        .execute(
+            &second.invocation_id,
+            &second.first_turn.clone().unwrap().turn_id,
+            OPENAI,
+            openai_calls(&[("c2", "mcp__live__gamma", json!({}))]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.results[0].content, "gamma: ok", "{:?}", r.results[0]);
+
+    // The invocation opened before keeps its frozen snapshot: the new tool is not in it.
+    let refused = h
+        .execute(
+            &first.invocation_id,
+            &turn,
+            OPENAI,
+            openai_calls(&[("c3", "mcp__live__gamma", json!({}))]),
+        )
+        .await;
+    let why = match refused {
+        Err(status) => status.message().to_owned(),
+        Ok(r) => {
+            assert!(r.results.iter().all(|x| x.is_error), "{r:?}");
+            r.results.iter().map(|x| format!("{x:?}")).collect()
+        }
+    };
+    assert!(why.contains("unknown_tool_alias"), "{why}");
+}
