@@ -4,10 +4,12 @@
     python_client.py stdio COMMAND [ARGS…]     a stdio server, e.g. `toolplane mcp serve --stdio …`
 
 Lists the tools, then calls each tool named in the JSON plan read from stdin, in order:
-`{"calls": [{"name": "dice_roll", "arguments": {...}}, ...], "read_links": true}`. Prints one
+`{"calls": [{"name": "dice_roll", "arguments": {...}}, ...], "read_links": true, "relist": true}`
+(`relist`: list the tools again after the calls, as `toolsAfter`). Prints one
 JSON report on stdout: the listed tools (name, title, annotations) and, per call, either the
 result (isError, text, structuredContent, _meta, resource links, and the text of each link read
-back with `resources/read` when `read_links`) or the protocol error (code, message). The
+back with `resources/read` when `read_links`) or the protocol error (code, message), and the
+methods of the notifications the server sent (`notifications`). The
 assertions live in the Rust test that runs it (services/toolplane/tests/mcp_face.rs).
 """
 
@@ -29,8 +31,15 @@ def dump(model: Any) -> Any:
 
 
 async def run(target: Any, plan: dict[str, Any]) -> dict[str, Any]:
-    report: dict[str, Any] = {"calls": []}
-    async with Client(target, mode="auto") as client:
+    report: dict[str, Any] = {"calls": [], "notifications": []}
+
+    async def on_message(message: Any) -> None:
+        notification = getattr(message, "root", message)
+        method = getattr(notification, "method", None)
+        if isinstance(method, str):
+            report["notifications"].append(method)
+
+    async with Client(target, mode="auto", message_handler=on_message) as client:
         report["protocolVersion"] = client.protocol_version
         listed = await client.list_tools()
         report["tools"] = [dump(t) for t in listed.tools]
@@ -50,6 +59,10 @@ async def run(target: Any, plan: dict[str, Any]) -> dict[str, Any]:
                     read = await client.read_resource(uri)
                     entry["linkTexts"].append("".join(getattr(c, "text", "") for c in read.contents))
             report["calls"].append(entry)
+        if plan.get("relist"):
+            # Let a notification sent with the last answer arrive first.
+            await asyncio.sleep(0.2)
+            report["toolsAfter"] = [dump(t) for t in (await client.list_tools()).tools]
     return report
 
 

@@ -73,8 +73,13 @@ fn typescript_client(args: &[&str]) -> Value {
     client(Command::new("node").arg(script).args(args))
 }
 
-/// Runs a client command with the plan on stdin; its JSON report.
+/// Runs a client command with the test's plan on stdin; its JSON report.
 fn client(command: &mut Command) -> Value {
+    client_with(command, &plan())
+}
+
+/// Runs a client command with `plan` on stdin; its JSON report.
+fn client_with(command: &mut Command, plan: &Value) -> Value {
     let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -85,7 +90,7 @@ fn client(command: &mut Command) -> Value {
         .stdin
         .take()
         .unwrap()
-        .write_all(plan().to_string().as_bytes())
+        .write_all(plan.to_string().as_bytes())
         .unwrap();
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -226,4 +231,57 @@ fn the_typescript_sdk_uses_the_plane_over_streamable_http() {
     let report = typescript_client(&["http", &url]);
     let run = check_report(&report);
     check_journal(&up, &run, &report);
+}
+
+const SEARCHING: &str = r#"{
+  "id": "searching",
+  "tools": {
+    "allow": ["builtin:dice.roll", "builtin:workspace.*"],
+    "search": {"core": ["builtin:dice.roll"]}
+  }
+}"#;
+
+/// With tool search, a search that finds tools grows the advertised set: the client is told with
+/// `notifications/tools/list_changed` and its next `tools/list` shows what was found.
+#[test]
+fn a_search_through_the_face_tells_the_client_its_tool_list_changed() {
+    let profiles = tempfile::tempdir().unwrap();
+    write(profiles.path(), "searching.json", SEARCHING);
+    let up = Up::start(&["--profiles-dir", &profiles.path().to_string_lossy()]);
+    let url = format!(
+        "http://127.0.0.1:{}/mcp?profile=searching",
+        up.ports.metrics[0]
+    );
+    let python = mcp_venv().join("bin/python");
+    let script = repo_root().join("tests/mcp-clients/python_client.py");
+    let plan = json!({"calls": [
+        {"name": "dice_roll", "arguments": {"notation": "d6"}},
+        {"name": "tools_search", "arguments": {"query": "read the lines of a file"}},
+    ], "relist": true});
+    let report = client_with(Command::new(python).arg(script).args(["http", &url]), &plan);
+    let names = |key: &str| -> Vec<String> {
+        report[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let before = names("tools");
+    assert!(
+        !before.contains(&"workspace_read_file".to_owned()),
+        "{before:?}"
+    );
+    let after = names("toolsAfter");
+    assert!(
+        after.contains(&"workspace_read_file".to_owned()),
+        "{after:?}"
+    );
+    let notifications = report["notifications"].as_array().unwrap();
+    let changed = notifications
+        .iter()
+        .filter(|n| *n == "notifications/tools/list_changed")
+        .count();
+    // The plain call changed nothing; the search did, once.
+    assert_eq!(changed, 1, "{report}");
 }

@@ -73,6 +73,11 @@ impl McpSession {
         }
     }
 
+    /// How many tools the session's current turn advertises.
+    async fn advertised(&self) -> Result<usize, McpError> {
+        Ok(self.bound()?.inv.inner.lock().await.turn.tools().len())
+    }
+
     fn bound(&self) -> Result<&Bound, McpError> {
         self.bound
             .get()
@@ -268,6 +273,7 @@ impl ServerHandler for McpSession {
     fn get_info(&self) -> ServerConfig {
         let caps = ServerCapabilities::builder()
             .enable_tools()
+            .enable_tool_list_changed()
             .enable_resources()
             .build();
         ServerConfig::new(caps)
@@ -324,14 +330,23 @@ impl ServerHandler for McpSession {
         Ok(ListToolsResult::with_all_items(tools))
     }
 
+    /// A call; when it grew the advertised set (a `tools.search` that found tools, advertised
+    /// from the next turn on), the client is told with `notifications/tools/list_changed`.
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
         let span = span("tools/call", self.session_id(), Some(&name));
-        self.call(request).instrument(span).await
+        let before = self.advertised().await?;
+        let answer = self.call(request).instrument(span).await;
+        if self.advertised().await? > before
+            && let Err(e) = context.peer.notify_tool_list_changed().await
+        {
+            tracing::debug!(error = %e, "telling an MCP client its tool list changed");
+        }
+        answer
     }
 
     async fn read_resource(
