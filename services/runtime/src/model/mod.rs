@@ -8,3 +8,4 @@ mod endpoint;
 pub mod provider;
 mod request;
 mod script;
+pub mod semconv;
