@@ -13,6 +13,7 @@
 //! bodies in `request`, the scripted provider in `script`, and they are re-exported here.
 
 use std::sync::Mutex;
+use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use toolplane_core::egress::EgressPolicy;
@@ -36,6 +37,8 @@ pub struct CallError {
     pub retryable: bool,
     pub status: Option<u16>,
     pub message: String,
+    /// How long the endpoint asked to wait before the next attempt (`Retry-After`).
+    pub retry_after: Option<Duration>,
 }
 
 /// A model client for one invocation.
@@ -119,8 +122,10 @@ impl ModelClient {
             retryable: true,
             status: None,
             message: format!("request to {url} failed: {}", with_causes(&err)),
+            retry_after: None,
         })?;
         let status = resp.status().as_u16();
+        let retry_after = super::retry_after::from_headers(resp.headers());
         let bytes = super::body::read_capped(resp, status, MAX_RESPONSE_BYTES).await?;
         let text = String::from_utf8(bytes)
             .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
@@ -131,6 +136,7 @@ impl ModelClient {
                 retryable,
                 status: Some(status),
                 message: format!("the model endpoint answered {status}: {snippet}"),
+                retry_after,
             });
         }
         Ok(text)

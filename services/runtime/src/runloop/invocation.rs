@@ -27,6 +27,7 @@ use crate::state::{
 use crate::tools::agents::{injection_text, take_injections};
 use crate::tools::executors::tool_context;
 
+use super::retry::{NextAttempt, RetryPolicy};
 use super::trim;
 
 /// Drives one invocation on a model endpoint until it ends: model call, tool turn, repeat. Used
@@ -280,8 +281,8 @@ fn completed(run: &Run, inv: &Invocation, round: u32, decoded: &DecodedTurn) -> 
     events
 }
 
-/// Model calls with timeouts and retries on retryable failures, each attempt journalled. The inner
-/// `Err` is a run failure (`model.call_failed`).
+/// Model calls with timeouts and retries on retryable failures ([`RetryPolicy`]), each attempt
+/// journalled. The inner `Err` is a run failure (`model.call_failed`).
 #[allow(clippy::too_many_arguments)]
 async fn call_with_retries(
     rt: &Runtime,
@@ -295,10 +296,16 @@ async fn call_with_retries(
     stop: &Stop,
     request_created: Event,
 ) -> Result<Result<String, Failure>, RuntimeError> {
-    let retries = client.endpoint().max_retries;
-    let mut backoff = rt.cfg.model_retry_backoff;
+    let endpoint = client.endpoint();
+    let mut policy = RetryPolicy::new(
+        rt.cfg.model_retry_backoff,
+        endpoint.max_retries,
+        endpoint.timeout,
+    );
     let mut first = Some(request_created);
-    for attempt in 1..=retries + 1 {
+    let mut attempt: u32 = 0;
+    loop {
+        attempt += 1;
         let mut events: Vec<Event> = first.take().into_iter().collect();
         events.push(Event::new("model_call_attempt_started", json!({"invocationId": inv.id, "round": round, "attempt": attempt, "model": client.endpoint().model})).inv(&inv.id));
         rt.append(run, run.epoch(), Vec::new(), events).await?;
@@ -328,26 +335,29 @@ async fn call_with_retries(
             Err(e) => {
                 rt.append(run, run.epoch(), Vec::new(), vec![Event::new("model_call_attempt_failed", json!({"invocationId": inv.id, "round": round, "attempt": attempt, "status": e.status, "retryable": e.retryable, "message": e.message})).inv(&inv.id).warn()])
                     .await?;
-                if !e.retryable || attempt > retries {
-                    return Ok(Err(Failure {
-                        code: codes::MODEL_CALL_FAILED.as_str().into(),
-                        message: e.message,
-                        retryable: true,
-                    }));
-                }
+                let wait = match policy.next(&e) {
+                    NextAttempt::After(wait) => wait,
+                    NextAttempt::GiveUp(why) => {
+                        return Ok(Err(Failure {
+                            code: codes::MODEL_CALL_FAILED.as_str().into(),
+                            message: match why {
+                                Some(why) => format!("{}; {why}", e.message),
+                                None => e.message,
+                            },
+                            retryable: true,
+                        }));
+                    }
+                };
                 rt.metrics.model_retry(provider);
-                rt.append(run, run.epoch(), Vec::new(), vec![Event::new("model_call_retry_scheduled", json!({"invocationId": inv.id, "round": round, "attempt": attempt + 1, "delayMs": backoff.as_millis() as u64})).inv(&inv.id)])
+                rt.append(run, run.epoch(), Vec::new(), vec![Event::new("model_call_retry_scheduled", json!({"invocationId": inv.id, "round": round, "attempt": attempt + 1, "delayMs": u64::try_from(wait.as_millis()).unwrap_or(u64::MAX), "retryAfterMs": e.retry_after.map(|r| u64::try_from(r.as_millis()).unwrap_or(u64::MAX))})).inv(&inv.id)])
                     .await?;
-                tokio::time::sleep(backoff).await;
-                backoff = backoff.saturating_mul(2);
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    () = stop.wait() => return Ok(Err(Failure { code: codes::RUNTIME_CANCELLED.as_str().into(), message: "cancelled while waiting to retry a model call".into(), retryable: true })),
+                }
             }
         }
     }
-    Ok(Err(Failure {
-        code: codes::MODEL_CALL_FAILED.as_str().into(),
-        message: "no attempt was made".into(),
-        retryable: true,
-    }))
 }
 
 /// One model call attempt's span, after the OpenTelemetry GenAI conventions: `chat {model}` with
