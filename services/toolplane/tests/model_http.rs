@@ -1,7 +1,8 @@
-//! Retries of a runtime-driven run's model calls against a real HTTP endpoint (the testkit's
-//! scripted model server): a `Retry-After` the endpoint sends is waited for, the attempts stop at
-//! the endpoint's `max_retries`, and a wait longer than one attempt may take is not taken
-//! (docs/runtime.md, "Model call retries").
+//! A runtime-driven run's model calls against a real HTTP endpoint (the testkit's scripted model
+//! server). Retries: a `Retry-After` the endpoint sends is waited for, the attempts stop at the
+//! endpoint's `max_retries`, and a wait longer than one attempt may take is not taken
+//! (docs/runtime.md, "Model call retries"). Connections: invocations of one cell share one HTTP
+//! client, so a second run's calls reuse the first one's connection (docs/egress.md).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -133,5 +134,30 @@ async fn a_retry_after_longer_than_an_attempt_may_take_fails_the_call_at_once() 
     );
     assert_eq!(model.requests().len(), 1);
     assert!(scheduled(&h.journal(&run).await).is_empty());
+    h.plane.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invocations_of_a_cell_reuse_one_connection_to_the_model_endpoint() {
+    let mut h = harness().await;
+    h.put_profile(writer_profile()).await;
+    let model = spawn_model_server(vec![
+        ScriptedReply::tool_calls(1, &[("workspace_finish", json!({}))]),
+        ScriptedReply::tool_calls(1, &[("workspace_finish", json!({}))]),
+    ])
+    .await
+    .unwrap();
+    for _ in 0..2 {
+        let run = h.start_run(spec(&model.base_url(), 0, 10_000)).await;
+        let done = h.wait_terminal(&run).await;
+        assert_eq!(
+            done.status,
+            pb::RunStatus::Completed as i32,
+            "{:?}",
+            done.failure
+        );
+    }
+    assert_eq!(model.requests().len(), 2);
+    assert_eq!(model.connections(), 1, "two runs' calls, one connection");
     h.plane.shutdown().await;
 }
