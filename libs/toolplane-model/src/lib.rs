@@ -25,6 +25,7 @@ pub mod format;
 pub mod gemini;
 pub mod openai_chat;
 pub mod openai_responses;
+pub mod response;
 pub mod usage;
 mod wire;
 
@@ -36,6 +37,7 @@ use toolplane_core::snapshot::InvocationToolSnapshot;
 use toolplane_core::turn::ToolTurnContract;
 
 pub use format::{ProviderFormat, UnknownProviderFormat};
+pub use response::ResponseFacts;
 pub use usage::Usage;
 pub use wire::{MAX_ASSISTANT_TEXT_BYTES, MAX_RESPONSE_BYTES, MAX_RESPONSE_ITEMS};
 

@@ -30,6 +30,7 @@
 //! and runs (`execute_tool {tool name}`, `gen_ai.tool.name`, `run.id`, …) are set by the services
 //! that own those facts. It knows gRPC and HTTP headers, never protobuf messages.
 
+mod attributes;
 mod config;
 mod grpc;
 pub mod metrics;
@@ -41,6 +42,7 @@ pub mod testing;
 #[cfg(test)]
 mod tests;
 
+pub use attributes::set_string_array;
 pub use config::TelemetryConfig;
 pub use grpc::{
     GrpcClientTrace, GrpcClientTraceLayer, GrpcServerTrace, GrpcServerTraceLayer, GrpcTraceBody,

@@ -8,12 +8,17 @@
 //! [`ScriptedReply::responses_calls`], [`ScriptedReply::anthropic_calls`],
 //! [`ScriptedReply::gemini_calls`]).
 //!
+//! A reply may carry a `Retry-After` header ([`ScriptedReply::retry_after`]); the server records
+//! when each request arrived ([`ModelServer::arrivals`]) and counts the TCP connections it accepted
+//! ([`ModelServer::connections`]), so tests can see waits between attempts and connection reuse.
+//!
 //! It serves scripts only; it never decides anything about tools.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::Router;
@@ -34,9 +39,17 @@ pub struct ScriptedReply {
     /// The body, sent verbatim (so malformed JSON can be scripted too).
     pub body: String,
     pub delay: Option<Duration>,
+    /// The `Retry-After` header's value, sent verbatim (seconds or an HTTP-date).
+    pub retry_after: Option<String>,
 }
 
 impl ScriptedReply {
+    /// This reply with a `Retry-After` header of `value` (`"2"`, or an HTTP-date).
+    pub fn with_retry_after(mut self, value: &str) -> Self {
+        self.retry_after = Some(value.to_owned());
+        self
+    }
+
     /// A completion whose assistant message calls these tools (`(alias, arguments)`), with ids
     /// `call_<n>_<i>`.
     pub fn tool_calls(n: usize, calls: &[(&str, Value)]) -> Self {
@@ -92,12 +105,13 @@ impl ScriptedReply {
             status: 200,
             body: body.to_string(),
             delay: None,
+            retry_after: None,
         }
     }
 
     /// An error status with an OpenAI-style error body.
     pub fn status(status: u16) -> Self {
-        ScriptedReply { status, body: json!({"error": {"message": format!("scripted status {status}"), "type": "scripted"}}).to_string(), delay: None }
+        ScriptedReply { status, body: json!({"error": {"message": format!("scripted status {status}"), "type": "scripted"}}).to_string(), delay: None, retry_after: None }
     }
 
     /// A 200 whose body is not a completion.
@@ -106,6 +120,7 @@ impl ScriptedReply {
             status: 200,
             body: body.to_owned(),
             delay: None,
+            retry_after: None,
         }
     }
 }
@@ -115,6 +130,8 @@ struct Script {
     replies: Mutex<VecDeque<ScriptedReply>>,
     requests: Mutex<Vec<Value>>,
     paths: Mutex<Vec<String>>,
+    arrivals: Mutex<Vec<Instant>>,
+    connections: AtomicUsize,
 }
 
 /// A running scripted model server.
@@ -149,6 +166,20 @@ impl ModelServer {
             .unwrap_or_default()
     }
 
+    /// When each request arrived, in order.
+    pub fn arrivals(&self) -> Vec<Instant> {
+        self.script
+            .arrivals
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default()
+    }
+
+    /// TCP connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.script.connections.load(Ordering::SeqCst)
+    }
+
     /// Replies not yet served.
     pub fn remaining(&self) -> usize {
         self.script.replies.lock().map(|r| r.len()).unwrap_or(0)
@@ -168,6 +199,9 @@ async fn complete(
     uri: Uri,
     Json(body): Json<Value>,
 ) -> Response {
+    if let Ok(mut a) = script.arrivals.lock() {
+        a.push(Instant::now());
+    }
     if let Ok(mut r) = script.requests.lock() {
         r.push(body);
     }
@@ -186,7 +220,16 @@ async fn complete(
         tokio::time::sleep(d).await;
     }
     let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (status, [("content-type", "application/json")], reply.body).into_response()
+    let mut response = (status, [("content-type", "application/json")], reply.body).into_response();
+    if let Some(value) = reply
+        .retry_after
+        .and_then(|v| axum::http::HeaderValue::from_str(&v).ok())
+    {
+        response
+            .headers_mut()
+            .insert(axum::http::header::RETRY_AFTER, value);
+    }
+    response
 }
 
 /// Starts the server on `127.0.0.1:0` with these replies.
@@ -195,6 +238,8 @@ pub async fn spawn_model_server(replies: Vec<ScriptedReply>) -> Result<ModelServ
         replies: Mutex::new(replies.into()),
         requests: Mutex::new(Vec::new()),
         paths: Mutex::new(Vec::new()),
+        arrivals: Mutex::new(Vec::new()),
+        connections: AtomicUsize::new(0),
     });
     let app = Router::new()
         .route("/v1/chat/completions", post(complete))
@@ -204,8 +249,11 @@ pub async fn spawn_model_server(replies: Vec<ScriptedReply>) -> Result<ModelServ
         .route("/responses", post(complete))
         .route("/v1beta/models/{model_and_method}", post(complete))
         .with_state(script.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
+    let listener = Counted {
+        inner: tokio::net::TcpListener::bind("127.0.0.1:0").await?,
+        script: script.clone(),
+    };
+    let addr = listener.inner.local_addr()?;
     let (tx, rx) = oneshot::channel::<()>();
     tokio::spawn(async move {
         let _ = axum::serve(listener, app)
@@ -219,4 +267,25 @@ pub async fn spawn_model_server(replies: Vec<ScriptedReply>) -> Result<ModelServ
         script,
         shutdown: Some(tx),
     })
+}
+
+/// The server's listener, counting the connections it accepts.
+struct Counted {
+    inner: tokio::net::TcpListener,
+    script: Arc<Script>,
+}
+
+impl axum::serve::Listener for Counted {
+    type Io = tokio::net::TcpStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        let accepted = axum::serve::Listener::accept(&mut self.inner).await;
+        self.script.connections.fetch_add(1, Ordering::SeqCst);
+        accepted
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.inner.local_addr()
+    }
 }

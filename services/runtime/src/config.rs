@@ -53,7 +53,8 @@ pub struct RuntimeConfig {
     pub model_timeout: Duration,
     /// Default retries of a model call on timeouts, 429 and 5xx.
     pub model_max_retries: u32,
-    /// First backoff between model retries; doubles each attempt.
+    /// First step of the model retries' backoff; doubles each retry, the wait drawn below it
+    /// (full jitter) unless the endpoint sends `Retry-After`.
     #[serde(with = "millis")]
     pub model_retry_backoff: Duration,
     /// The most tokens (estimated) one model request may carry when its endpoint names no

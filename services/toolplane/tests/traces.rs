@@ -3,7 +3,8 @@
 //! `execute_tool {tool}` span per call (GenAI attributes, run, invocation, cell, outcome) → the
 //! workspace service's and the mcp-proxy's `ToolExecutor/Execute` spans and their own
 //! `execute_tool` spans, parent to child all the way, carried by W3C `traceparent` metadata over
-//! real sockets.
+//! real sockets. A runtime-driven run adds a `chat {model}` client span per model call with what
+//! the response reported (models, id, finish reasons, token usage) and the server it was sent to.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -13,9 +14,10 @@ use std::time::Duration;
 
 use common::*;
 use fake_opentelemetry_collector::{ExportedSpan, FakeCollectorServer};
-use serde_json::json;
+use serde_json::{Value, json};
 use toolplane_proto::v1 as pb;
 use toolplane_proto::v1::runtime_service_client::RuntimeServiceClient;
+use toolplane_testkit::model_server::{ScriptedReply, spawn_model_server};
 use tracing::Instrument;
 
 /// An attribute's value: the collector keeps the `AnyValue` in its debug form.
@@ -154,6 +156,7 @@ async fn one_turn_is_one_trace_across_runtime_workspace_and_mcp_proxy() {
         assert_eq!(call.trace_id, root.trace_id);
         assert!(has_ancestor(call, server));
         assert_eq!(attr(call, "gen_ai.operation.name").unwrap(), "execute_tool");
+        assert_eq!(attr(call, "gen_ai.tool.type").unwrap(), "extension");
         assert_eq!(attr(call, "run.id").unwrap(), run);
         assert_eq!(attr(call, "invocation.id").unwrap(), opened.invocation_id);
         assert_eq!(attr(call, "cell.id").unwrap(), "default");
@@ -237,5 +240,157 @@ async fn one_turn_is_one_trace_across_runtime_workspace_and_mcp_proxy() {
             .filter(|s| has_ancestor(s, root))
             .all(|s| s.trace_id == root.trace_id)
     );
+    let _ = &mut collector;
+}
+
+/// A completion calling `calls`, as a provider reports it: its own id, the dated model that
+/// answered, `tool_calls` as the finish reason and the tokens it cost.
+fn reported(n: usize, calls: &[(&str, Value)], input: u64, output: u64) -> ScriptedReply {
+    let mut reply = ScriptedReply::tool_calls(n, calls);
+    let mut body: Value = serde_json::from_str(&reply.body).unwrap();
+    body["id"] = json!(format!("chatcmpl-{n}"));
+    body["model"] = json!("gpt-test-2026-01-01");
+    body["choices"][0]["finish_reason"] = json!("tool_calls");
+    body["usage"] = json!({"prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output});
+    reply.body = body.to_string();
+    reply
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_driven_runs_model_and_tool_spans_follow_the_genai_conventions() {
+    let mut collector = FakeCollectorServer::start().await.unwrap();
+    let telemetry = toolplane_telemetry::init(
+        toolplane_telemetry::TelemetryConfig::new("toolplane")
+            .with_default_directive("warn")
+            .with_var("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint())
+            .with_var("OTEL_METRIC_EXPORT_INTERVAL", "3600000"),
+    )
+    .unwrap();
+    let mut h = harness().await;
+    h.put_profile(writer_profile()).await;
+    let model = spawn_model_server(vec![
+        reported(
+            1,
+            &[(
+                "workspace_write_file",
+                json!({"path": "output/main.md", "content": "note\n"}),
+            )],
+            120,
+            7,
+        ),
+        reported(2, &[("workspace_commit", json!({}))], 150, 5),
+        reported(
+            3,
+            &[("workspace_finish", json!({"summary": "done"}))],
+            170,
+            3,
+        ),
+    ])
+    .await
+    .unwrap();
+    let run = h
+        .start_run(pb::RunSpec {
+            profile_id: "writer".into(),
+            model: Some(pb::ModelEndpoint {
+                kind: pb::ModelEndpointKind::OpenaiCompatible as i32,
+                base_url: model.base_url(),
+                model: "gpt-test".into(),
+                ..Default::default()
+            }),
+            initial_user_message: "Write a note, publish it and finish.".into(),
+            mode: pb::RunMode::Foreground as i32,
+            chat: Some(pb::ChatBinding {
+                chat_id: "chat-traced".into(),
+                message_id: None,
+            }),
+            max_rounds: 6,
+            ..Default::default()
+        })
+        .await;
+    let done = h.wait_terminal(&run).await;
+    assert_eq!(
+        done.status,
+        pb::RunStatus::Completed as i32,
+        "{:?}",
+        done.failure
+    );
+    telemetry.shutdown().unwrap();
+    h.plane.shutdown().await;
+
+    let spans = collector.exported_spans(6, Duration::from_secs(10)).await;
+    let mut chats: Vec<&ExportedSpan> =
+        spans.iter().filter(|s| s.name == "chat gpt-test").collect();
+    chats.sort_by_key(|s| attr(s, "toolplane.round").unwrap().parse::<u32>().unwrap());
+    assert_eq!(
+        chats.len(),
+        3,
+        "{:#?}",
+        spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
+    let port = model.addr.port().to_string();
+    for (i, (chat, (input, output))) in chats
+        .iter()
+        .zip([("120", "7"), ("150", "5"), ("170", "3")])
+        .enumerate()
+    {
+        assert_eq!(chat.kind, "SPAN_KIND_CLIENT");
+        let want = [
+            ("gen_ai.operation.name", "chat"),
+            ("gen_ai.provider.name", "openai"),
+            ("gen_ai.request.model", "gpt-test"),
+            ("gen_ai.response.model", "gpt-test-2026-01-01"),
+            ("gen_ai.usage.input_tokens", input),
+            ("gen_ai.usage.output_tokens", output),
+            ("server.address", "127.0.0.1"),
+            ("server.port", port.as_str()),
+            ("run.id", run.as_str()),
+        ];
+        for (key, value) in want {
+            assert_eq!(
+                attr(chat, key).as_deref(),
+                Some(value),
+                "{key}: {:#?}",
+                chat.attributes
+            );
+        }
+        assert_eq!(
+            attr(chat, "gen_ai.response.id").unwrap(),
+            format!("chatcmpl-{}", i + 1)
+        );
+        // A string array: `["tool_calls"]`.
+        let reasons = chat
+            .attributes
+            .get("gen_ai.response.finish_reasons")
+            .unwrap();
+        assert!(
+            reasons.contains("ArrayValue") && reasons.contains("\"tool_calls\""),
+            "{reasons}"
+        );
+        assert!(!chat.attributes.contains_key("error.type"));
+    }
+
+    // Each call the model made is an `execute_tool` span with its name, call id and type.
+    for (name, call_id) in [
+        ("builtin:workspace.write_file", "call_1_0"),
+        ("builtin:workspace.commit", "call_2_0"),
+        ("builtin:workspace.finish", "call_3_0"),
+    ] {
+        let call = spans
+            .iter()
+            .find(|s| {
+                s.name == format!("execute_tool {name}")
+                    && attr(s, "gen_ai.tool.call.id").as_deref() == Some(call_id)
+            })
+            .unwrap_or_else(|| {
+                panic!(
+                    "{name}: {:#?}",
+                    spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+                )
+            });
+        assert_eq!(attr(call, "gen_ai.operation.name").unwrap(), "execute_tool");
+        assert_eq!(attr(call, "gen_ai.tool.name").unwrap(), name);
+        assert_eq!(attr(call, "gen_ai.tool.type").unwrap(), "extension");
+        assert_eq!(attr(call, "run.id").unwrap(), run);
+    }
     let _ = &mut collector;
 }

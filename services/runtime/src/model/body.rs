@@ -17,6 +17,7 @@ pub(crate) async fn read_capped(
         retryable: false,
         status: Some(status),
         message: format!("the response is {what}, over the {cap}-byte limit"),
+        retry_after: None,
     };
     let announced = response.content_length();
     if let Some(length) = announced
@@ -36,6 +37,7 @@ pub(crate) async fn read_capped(
             retryable: true,
             status: Some(status),
             message: format!("reading the response failed: {}", with_causes(&err)),
+            retry_after: None,
         })?;
         let Some(chunk) = chunk else {
             return Ok(body);

@@ -7,4 +7,6 @@ pub mod egress;
 mod endpoint;
 pub mod provider;
 mod request;
+pub mod retry_after;
 mod script;
+pub mod semconv;

@@ -13,6 +13,7 @@
 //! bodies in `request`, the scripted provider in `script`, and they are re-exported here.
 
 use std::sync::Mutex;
+use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use toolplane_core::egress::EgressPolicy;
@@ -36,6 +37,8 @@ pub struct CallError {
     pub retryable: bool,
     pub status: Option<u16>,
     pub message: String,
+    /// How long the endpoint asked to wait before the next attempt (`Retry-After`).
+    pub retry_after: Option<Duration>,
 }
 
 /// A model client for one invocation.
@@ -50,16 +53,30 @@ impl ModelClient {
     /// A client for `endpoint` whose connections and redirects follow `egress`: a base URL the
     /// policy refuses is refused here, before any call (`model.egress_denied`).
     pub fn new(endpoint: Endpoint, egress: &EgressPolicy) -> Result<Self, String> {
+        Self::with_http(endpoint, egress, Self::http_for(egress)?)
+    }
+
+    /// A client for `endpoint` over `http`, a client [`Self::http_for`] built for `egress` (shared
+    /// by every endpoint under that policy, so connections are reused across invocations).
+    pub fn with_http(
+        endpoint: Endpoint,
+        egress: &EgressPolicy,
+        http: reqwest::Client,
+    ) -> Result<Self, String> {
         endpoint.check_egress(egress)?;
-        let builder = reqwest::Client::builder().timeout(endpoint.timeout);
-        let http = super::egress::apply(egress, builder)
-            .build()
-            .map_err(|e| format!("building the http client: {e}"))?;
         Ok(ModelClient {
             endpoint,
             http,
             script_pos: Mutex::new(0),
         })
+    }
+
+    /// An HTTP client whose connections and redirects follow `egress`. Timeouts are per request
+    /// (the endpoint's), so one client serves endpoints of any timeout.
+    pub fn http_for(egress: &EgressPolicy) -> Result<reqwest::Client, String> {
+        super::egress::apply(egress, reqwest::Client::builder())
+            .build()
+            .map_err(|e| format!("building the http client: {e}"))
     }
 
     pub fn endpoint(&self) -> &Endpoint {
@@ -100,7 +117,7 @@ impl ModelClient {
             }
             obj.extend(e.extra_body.clone());
         }
-        let mut req = self.http.post(&url).json(&body);
+        let mut req = self.http.post(&url).timeout(e.timeout).json(&body);
         if let Some(key) = &e.api_key {
             req = match e.kind {
                 ModelKind::Anthropic => req
@@ -119,8 +136,10 @@ impl ModelClient {
             retryable: true,
             status: None,
             message: format!("request to {url} failed: {}", with_causes(&err)),
+            retry_after: None,
         })?;
         let status = resp.status().as_u16();
+        let retry_after = super::retry_after::from_headers(resp.headers());
         let bytes = super::body::read_capped(resp, status, MAX_RESPONSE_BYTES).await?;
         let text = String::from_utf8(bytes)
             .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
@@ -131,6 +150,7 @@ impl ModelClient {
                 retryable,
                 status: Some(status),
                 message: format!("the model endpoint answered {status}: {snippet}"),
+                retry_after,
             });
         }
         Ok(text)

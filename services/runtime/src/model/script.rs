@@ -41,6 +41,7 @@ pub(super) fn next_turn(
             retryable: false,
             status: None,
             message: "no script".into(),
+            retry_after: None,
         });
     };
     let mut pos = match script_pos.lock() {
@@ -55,6 +56,7 @@ pub(super) fn next_turn(
                 "the script ended after {} turns, before the run finished",
                 turns.len()
             ),
+            retry_after: None,
         });
     };
     *pos += 1;

@@ -1,6 +1,9 @@
 //! The model port over HTTP: [`ModelClient`] (OpenAI-compatible, Anthropic, Gemini and the
 //! in-process scripted provider) as the runtime's [`ModelCall`].
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 use toolplane_core::egress::EgressPolicy;
@@ -8,18 +11,43 @@ use toolplane_core::egress::EgressPolicy;
 use crate::context::ports::{ModelCall, Models};
 use crate::model::provider::{CallError, Endpoint, ModelClient};
 
-/// Model clients over HTTP, one per invocation, under the egress policy of the run's cell.
+/// Model clients over HTTP, one per invocation, under the egress policy of the run's cell. The
+/// HTTP client underneath is one per cell for the process's life (the policy of a cell does not
+/// change while the runtime runs), so every invocation of a cell reuses its pooled connections while
+/// each cell keeps its own checking resolver and redirect rule (docs/egress.md).
 #[derive(Debug, Default)]
 pub struct HttpModels {
-    pub egress: EgressPolicy,
+    egress: EgressPolicy,
+    shared: Mutex<HashMap<String, reqwest::Client>>,
+}
+
+impl HttpModels {
+    pub fn new(egress: EgressPolicy) -> Self {
+        HttpModels {
+            egress,
+            shared: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The cell's shared HTTP client, built on first use.
+    fn http(&self, cell: &str, egress: &EgressPolicy) -> Result<reqwest::Client, String> {
+        let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(http) = shared.get(cell) {
+            return Ok(http.clone());
+        }
+        let http = ModelClient::http_for(egress)?;
+        shared.insert(cell.to_owned(), http.clone());
+        Ok(http)
+    }
 }
 
 impl Models for HttpModels {
     fn client(&self, cell: &str, endpoint: Endpoint) -> Result<Box<dyn ModelCall>, String> {
-        Ok(Box::new(ModelClient::new(
-            endpoint,
-            &self.egress.for_cell(cell),
-        )?))
+        let egress = self.egress.for_cell(cell);
+        // Refused before a client is built for a cell that may never reach anything.
+        endpoint.check_egress(&egress)?;
+        let http = self.http(cell, &egress)?;
+        Ok(Box::new(ModelClient::with_http(endpoint, &egress, http)?))
     }
 }
 
@@ -79,7 +107,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        let models = HttpModels { egress };
+        let models = HttpModels::new(egress);
         let url = "http://10.0.3.7/v1";
         models.client("a", endpoint(url)).unwrap();
         for cell in ["b", "default"] {

@@ -36,9 +36,7 @@ impl Runtime {
             catalog: peers.clone(),
             workspace: peers.clone(),
             tools: peers,
-            models: Arc::new(super::models::HttpModels {
-                egress: cfg.egress.clone(),
-            }),
+            models: Arc::new(super::models::HttpModels::new(cfg.egress.clone())),
         };
         Ok(Runtime::assemble(cfg, ports, Arc::new(fs)).await)
     }

@@ -88,7 +88,7 @@ fn tool_span(inv: &Invocation, binding: &ToolBinding, call: &ToolInvocation) -> 
         gen_ai.operation.name = "execute_tool",
         gen_ai.tool.name = %call.tool_id,
         gen_ai.tool.call.id = %call.call_id,
-        gen_ai.tool.type = %call.tool_id.provider().kind(),
+        gen_ai.tool.type = crate::model::semconv::tool_type(&call.tool_id),
         toolplane.tool.alias = %binding.alias,
         run.id = %inv.run.id,
         invocation.id = %inv.id,

@@ -5,6 +5,7 @@
 //! children run through it too (the `children` layer).
 
 pub mod invocation;
+mod retry;
 mod trim;
 
 use std::sync::Arc;

@@ -461,6 +461,7 @@ impl ModelCall for Flaky {
                     retryable: true,
                     status: Some(503),
                     message: "the model is overloaded".into(),
+                    retry_after: None,
                 });
             }
         }
