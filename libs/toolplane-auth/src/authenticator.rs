@@ -141,13 +141,28 @@ impl Authenticator {
         path: &str,
         headers: &HeaderMap,
     ) -> Result<Option<Caller>, AuthError> {
+        self.authorize_with(path, headers, None).await
+    }
+
+    /// [`Authenticator::authorize`] for a request whose connection's transport vouches for
+    /// `transport` (a verified client certificate): that caller is used when the request sends
+    /// no `authorization` header at all; a credential, when sent, is verified as always and wins.
+    pub async fn authorize_with(
+        &self,
+        path: &str,
+        headers: &HeaderMap,
+        transport: Option<&Caller>,
+    ) -> Result<Option<Caller>, AuthError> {
         if let Mode::Off(caller) = &self.mode {
             return Ok(Some(caller.clone()));
         }
         match requirement(path) {
             Requirement::Open => Ok(None),
             Requirement::Role(required) => {
-                let caller = self.authenticate(headers).await?;
+                let caller = match transport {
+                    Some(caller) if !headers.contains_key(AUTHORIZATION) => caller.clone(),
+                    _ => self.authenticate(headers).await?,
+                };
                 caller.check_role(required)?;
                 Ok(Some(caller))
             }

@@ -1,5 +1,6 @@
 //! The tower layer every service mounts, on its tonic server and on its HTTP server. Owns how a
-//! decision of [`Authenticator::authorize`] travels: the [`Caller`] into the request's
+//! decision of [`Authenticator::authorize_with`] (with the connection's [`TransportCaller`], when
+//! the server put one into the request's extensions) travels: the [`Caller`] into the request's
 //! extensions, or a refusal as a gRPC trailers-only response (`grpc-status` 16 or 7, with the
 //! error details of [`AuthError::to_status`]) or an HTTP
 //! 401 / 403 with a JSON body `{"code", "message"}`. Must never echo the credential.
@@ -17,7 +18,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::error::Refusal;
-use crate::{AuthError, Authenticator};
+use crate::{AuthError, Authenticator, TransportCaller};
 
 /// Tower layer: `Server::builder().layer(AuthLayer::new(auth))` on tonic,
 /// `Router::layer(AuthLayer::new(auth))` on axum.
@@ -74,8 +75,12 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let auth = Arc::clone(&self.auth);
         Box::pin(async move {
+            let transport = request
+                .extensions()
+                .get::<TransportCaller>()
+                .and_then(|t| t.0.clone());
             let decision = auth
-                .authorize(request.uri().path(), request.headers())
+                .authorize_with(request.uri().path(), request.headers(), transport.as_ref())
                 .await;
             match decision {
                 Ok(caller) => {

@@ -5,7 +5,9 @@
 //!   verified by hash lookup and a constant-time compare, revocable, optionally expiring) and
 //!   JWTs of the operator's identity provider ([`JwtVerifier`]: RS256 / ES256 against a JWKS
 //!   file, issuer, audience, expiry, cell and role from configurable claims).
-//! - [`Role`]s (admin ⊇ agent ⊇ reader) and the [`Caller`] a request runs as.
+//! - [`Role`]s (admin ⊇ agent ⊇ reader) and the [`Caller`] a request runs as; a
+//!   [`TransportCaller`] is the caller a verified client certificate stands for, used when a
+//!   request sends no bearer credential.
 //! - [`table`]: the one table of what every RPC and HTTP path requires.
 //! - [`AuthLayer`]: the tower layer for tonic and axum servers, which inserts the [`Caller`]
 //!   into the request's extensions or refuses with UNAUTHENTICATED / PERMISSION_DENIED (HTTP
@@ -40,6 +42,6 @@ pub use cache::{DEFAULT_CACHE_CAPACITY, DEFAULT_CACHE_TTL};
 pub use error::{AuthError, CODES, Refusal};
 pub use jwt::{JwtConfig, JwtVerifier, RELOAD_CHECK_INTERVAL};
 pub use layer::{AuthBody, AuthLayer, AuthService};
-pub use role::{Caller, CallerKind, Role};
+pub use role::{Caller, CallerKind, Role, TransportCaller};
 pub use table::{Requirement, requirement};
 pub use token::{CreatedToken, NewToken, TOKEN_PREFIX, TokenInfo, TokenSecret, TokenStore};

@@ -71,7 +71,17 @@ pub enum CallerKind {
     Jwt,
     /// Authentication is off: every request is this default-cell admin.
     AuthOff,
+    /// A client certificate verified during the connection's TLS handshake; the principal is
+    /// the certificate's identity (a SAN URI, docs/auth.md "mTLS between services").
+    Certificate,
 }
+
+/// The caller a connection's transport vouches for: the identity of a client certificate
+/// verified during the TLS handshake, or none. A server puts it into the extensions of every
+/// request of that connection; [`crate::AuthLayer`] uses it for a request that carries no
+/// bearer credential (a credential, when sent, always wins).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TransportCaller(pub Option<Caller>);
 
 /// Who is calling: put into each request's extensions by [`crate::AuthLayer`], read by handlers
 /// with `request.extensions().get::<Caller>()`.
@@ -80,7 +90,7 @@ pub struct Caller {
     /// The cell the caller acts in.
     pub cell: String,
     pub role: Role,
-    /// The token id or the JWT subject; never a secret.
+    /// The token id, the JWT subject or the certificate's identity; never a secret.
     pub principal: String,
     pub kind: CallerKind,
 }
@@ -129,7 +139,7 @@ impl Caller {
     pub fn visible_cell(&self) -> Option<&str> {
         match self.kind {
             CallerKind::AuthOff => None,
-            CallerKind::Token | CallerKind::Jwt => Some(&self.cell),
+            CallerKind::Token | CallerKind::Jwt | CallerKind::Certificate => Some(&self.cell),
         }
     }
 

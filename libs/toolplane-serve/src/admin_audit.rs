@@ -44,6 +44,7 @@ fn record_pb(r: AdminAuditRecord) -> pb::AdminAuditRecord {
         CallerKind::Token => "token",
         CallerKind::Jwt => "jwt",
         CallerKind::AuthOff => "auth_off",
+        CallerKind::Certificate => "certificate",
     };
     pb::AdminAuditRecord {
         record_id: r.id,

@@ -18,6 +18,10 @@
 //! serves over its own record, and [`cells::scoped`] the rule that a request acts in its caller's
 //! cell.
 //!
+//! With [`ServeOptions::tls`], both ports serve over TLS ([`tls`]: certificates from files,
+//! re-read when they change; client certificates required on the gRPC port when a client CA is
+//! given, each connection's verified identity handed to the authentication layer).
+//!
 //! A crate of its own rather than a module of `toolplane-telemetry`: serving needs the generated
 //! servers (`toolplane-proto`, for the message limits and reflection) and `tonic-health`, while
 //! telemetry is used by every crate that makes a gRPC call and knows no protobuf; keeping serving
@@ -30,6 +34,7 @@ pub mod cells;
 mod limits;
 mod panics;
 mod signal;
+pub mod tls;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -51,6 +56,7 @@ use toolplane_auth::{AuthLayer, Authenticator};
 use toolplane_telemetry::metrics::Registry;
 
 use crate::panics::{CatchPanicLayer, Protocol};
+use crate::tls::ServerTls;
 
 pub use limits::{LimitMessages, MessageLimits};
 pub use panics::{PANIC_MESSAGE, PANICS_METRIC};
@@ -176,6 +182,7 @@ pub struct ServeOptions {
     hooks: Vec<ShutdownHook>,
     registry: Option<Arc<Registry>>,
     auth: Authenticator,
+    tls: Option<ServerTls>,
 }
 
 impl std::fmt::Debug for ServeOptions {
@@ -189,6 +196,7 @@ impl std::fmt::Debug for ServeOptions {
             )
             .field("hooks", &self.hooks.len())
             .field("auth", &self.auth.is_on())
+            .field("tls", &self.tls.is_some())
             .finish()
     }
 }
@@ -203,7 +211,15 @@ impl ServeOptions {
             hooks: Vec::new(),
             registry: None,
             auth: Authenticator::off(auth::DEFAULT_CELL),
+            tls: None,
         }
+    }
+
+    /// Serves the gRPC port and the HTTP port over TLS when given (default: in the clear).
+    #[must_use]
+    pub fn tls(mut self, tls: Option<ServerTls>) -> Self {
+        self.tls = tls;
+        self
     }
 
     /// Who may call: every gRPC service and HTTP route of the server is served behind
@@ -283,6 +299,7 @@ pub async fn serve(
         hooks,
         registry,
         auth,
+        tls,
     } = options;
     let registry = registry.unwrap_or_default();
     let addr = listener.local_addr().map_err(|source| ServeError::Io {
@@ -292,20 +309,28 @@ pub async fn serve(
     let names = services.names.clone();
     let (routes, health) = services.into_routes(limits).await;
     let (stop, stopped) = oneshot::channel::<()>();
-    // `serve_with_incoming` does not apply the builder's `tcp_nodelay`; set it on the incoming
-    // connections, or Nagle's algorithm and delayed ACKs add ~40 ms to every small response.
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let auth = AuthLayer::new(auth);
-    let grpc = tokio::spawn(
-        Server::builder()
-            .layer(toolplane_telemetry::GrpcServerTraceLayer)
-            .layer(CatchPanicLayer::new(service, Protocol::Grpc, &registry))
-            .layer(auth.clone())
-            .add_routes(routes)
-            .serve_with_incoming_shutdown(incoming, async {
-                let _ = stopped.await;
-            }),
-    );
+    let server = Server::builder()
+        .layer(toolplane_telemetry::GrpcServerTraceLayer)
+        .layer(CatchPanicLayer::new(service, Protocol::Grpc, &registry))
+        .layer(auth.clone())
+        .add_routes(routes);
+    let stopped = async {
+        let _ = stopped.await;
+    };
+    let grpc = match &tls {
+        // The TLS accept loop sets `TCP_NODELAY` itself.
+        Some(tls) => {
+            tokio::spawn(server.serve_with_incoming_shutdown(tls.grpc_incoming(listener), stopped))
+        }
+        None => {
+            // `serve_with_incoming` does not apply the builder's `tcp_nodelay`; set it on the
+            // incoming connections, or Nagle's algorithm and delayed ACKs add ~40 ms to every
+            // small response.
+            let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+            tokio::spawn(server.serve_with_incoming_shutdown(incoming, stopped))
+        }
+    };
     let mut serving = Serving {
         service,
         addr,
@@ -317,6 +342,7 @@ pub async fn serve(
         hooks,
         registry,
         auth,
+        tls,
     };
     if let Some((listener, router)) = http {
         serving.serve_http(listener, router)?;
@@ -337,6 +363,7 @@ pub struct Serving {
     hooks: Vec<ShutdownHook>,
     registry: Arc<Registry>,
     auth: AuthLayer,
+    tls: Option<ServerTls>,
 }
 
 impl std::fmt::Debug for Serving {
@@ -356,9 +383,10 @@ impl Serving {
         self.addr
     }
 
-    /// `http://<gRPC address>`, as gRPC clients connect.
+    /// `http://<gRPC address>` (`https://` over TLS), as gRPC clients connect.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// The HTTP port's address, when the service has one.
@@ -379,7 +407,7 @@ impl Serving {
             Protocol::Http,
             &self.registry,
         ));
-        let port = HttpPort::start(self.service, listener, router)?;
+        let port = HttpPort::start(self.service, listener, router, self.tls.as_ref())?;
         let addr = port.addr;
         self.http = Some(port);
         Ok(addr)
@@ -461,22 +489,39 @@ impl HttpPort {
         service: &'static str,
         listener: TcpListener,
         router: axum::Router,
+        tls: Option<&ServerTls>,
     ) -> Result<HttpPort, ServeError> {
-        let addr = listener.local_addr().map_err(|source| ServeError::Io {
-            what: "the HTTP listener's address",
-            source,
-        })?;
+        let what = "the HTTP listener's address";
+        let addr = listener
+            .local_addr()
+            .map_err(|source| ServeError::Io { what, source })?;
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let served = axum::serve(listener, router)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
+        let stopped = async {
+            let _ = stopped.await;
+        };
+        let task = match tls {
+            Some(tls) => {
+                let listener = tls
+                    .http_listener(listener)
+                    .map_err(|source| ServeError::Io { what, source })?;
+                tokio::spawn(async move {
+                    let served = axum::serve(listener, router)
+                        .with_graceful_shutdown(stopped)
+                        .await;
+                    if let Err(e) = served {
+                        tracing::warn!(service, error = %e, "the HTTP server stopped");
+                    }
                 })
-                .await;
-            if let Err(e) = served {
-                tracing::warn!(service, error = %e, "the HTTP server stopped");
             }
-        });
+            None => tokio::spawn(async move {
+                let served = axum::serve(listener, router)
+                    .with_graceful_shutdown(stopped)
+                    .await;
+                if let Err(e) = served {
+                    tracing::warn!(service, error = %e, "the HTTP server stopped");
+                }
+            }),
+        };
         Ok(HttpPort {
             addr,
             stop: Some(stop),

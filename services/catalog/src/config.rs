@@ -105,6 +105,9 @@ pub struct CatalogConfig {
     /// file (docs/auth.md).
     #[serde(skip)]
     pub mcp_proxy_token: Option<toolplane_auth::TokenSecret>,
+    /// `[tls]`: the TLS flags' settings, the catalog's own ports and its calls to the mcp-proxy
+    /// (docs/auth.md, "mTLS between services"); the flags override them.
+    pub tls: toolplane_serve::tls::TlsConfig,
 }
 
 impl Default for CatalogConfig {
@@ -120,6 +123,7 @@ impl Default for CatalogConfig {
             limits: Limits::default(),
             auth: toolplane_serve::auth::AuthConfig::default(),
             mcp_proxy_token: None,
+            tls: toolplane_serve::tls::TlsConfig::default(),
         }
     }
 }

@@ -51,6 +51,8 @@ struct Args {
     peer_token_file: Option<PathBuf>,
     #[command(flatten)]
     auth: toolplane_serve::auth::AuthArgs,
+    #[command(flatten)]
+    tls: toolplane_serve::tls::TlsArgs,
 }
 
 fn config(args: &Args) -> Result<CatalogConfig, CatalogError> {
@@ -93,6 +95,7 @@ fn config(args: &Args) -> Result<CatalogConfig, CatalogError> {
         }
         None => {}
     }
+    config.tls = args.tls.over(&config.tls);
     config.mcp_proxy_token = toolplane_serve::auth::peer_token(args.peer_token_file.as_deref())
         .map_err(|e| CatalogError::new(toolplane_catalog::CatalogCode::ConfigInvalid, e))?;
     config.validate()?;

@@ -42,12 +42,14 @@ pub struct Pulled {
 
 impl McpClient {
     /// A lazily connecting client; nothing is dialled until the first pull. With `token`, every
-    /// request carries it as `authorization: Bearer …`.
+    /// request carries it as `authorization: Bearer …`; with `tls`, it connects over TLS (the URL
+    /// `https://…`).
     pub fn new(
         url: &str,
         timeout: Duration,
         max_tools: usize,
         token: Option<&toolplane_auth::TokenSecret>,
+        tls: Option<&toolplane_serve::tls::PeerTls>,
     ) -> Result<Self, CatalogError> {
         let authorization = match token {
             Some(secret) => {
@@ -73,7 +75,8 @@ impl McpClient {
             .connect_timeout(timeout)
             .timeout(timeout)
             .tcp_nodelay(true);
-        let channel = endpoint.connect_lazy();
+        let channel = toolplane_serve::tls::peer_channel(endpoint, tls)
+            .map_err(|e| CatalogError::new(CatalogCode::ConfigInvalid, e))?;
         Ok(McpClient {
             url: url.to_owned(),
             client: McpProxyServiceClient::new(GrpcClientTraceLayer.layer(channel))

@@ -163,9 +163,14 @@ pub async fn start_unwarmed(
     // on its `/metrics`.
     let registry = Arc::new(Registry::new());
     toolplane_telemetry::metrics::export(&registry, "toolplane-catalog");
+    let tls = config
+        .tls
+        .server()
+        .map_err(|e| CatalogError::new(CatalogCode::ConfigInvalid, e))?;
     let options = ServeOptions::new("catalog")
         .max_request_bytes(config.limits.max_request_bytes)
         .auth(auth)
+        .tls(tls)
         .registry(Arc::clone(&registry))
         .http(
             http_listener,

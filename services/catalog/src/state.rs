@@ -71,6 +71,11 @@ impl Catalog {
                 config.mcp_timeout(),
                 config.limits.max_mcp_tools_per_cell,
                 config.mcp_proxy_token.as_ref(),
+                config
+                    .tls
+                    .peer()
+                    .map_err(|e| CatalogError::new(CatalogCode::ConfigInvalid, e))?
+                    .as_ref(),
             )?),
             None => None,
         };

@@ -37,6 +37,9 @@ pub struct Config {
     pub proxy: ProxySettings,
     /// `[auth]`: the authentication flags' settings; the flags override them (docs/auth.md).
     pub auth: toolplane_serve::auth::AuthConfig,
+    /// `[tls]`: the TLS flags' settings; the flags override them (docs/auth.md, "mTLS between
+    /// services").
+    pub tls: toolplane_serve::tls::TlsConfig,
 }
 
 impl Default for Config {
@@ -46,6 +49,7 @@ impl Default for Config {
             data_dir: PathBuf::from("toolplane-data"),
             proxy: ProxySettings::default(),
             auth: toolplane_serve::auth::AuthConfig::default(),
+            tls: toolplane_serve::tls::TlsConfig::default(),
         }
     }
 }

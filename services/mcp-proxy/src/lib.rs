@@ -36,7 +36,9 @@ pub mod stdio;
 
 pub use error::ProxyError;
 pub use proxy::{McpProxy, ProxySettings};
-pub use server::{MAX_ADMIN_REQUEST_BYTES, MAX_EXECUTE_REQUEST_BYTES, routes, serve, start_on};
+pub use server::{
+    MAX_ADMIN_REQUEST_BYTES, MAX_EXECUTE_REQUEST_BYTES, routes, serve, start_on, start_on_with_tls,
+};
 
 /// The store namespace the proxy keeps its state in.
 pub const STORE_NAMESPACE: &str = "mcp-proxy";

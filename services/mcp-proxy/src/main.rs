@@ -52,6 +52,8 @@ struct Args {
     allowed_commands: Option<String>,
     #[command(flatten)]
     auth: toolplane_serve::auth::AuthArgs,
+    #[command(flatten)]
+    tls: toolplane_serve::tls::TlsArgs,
 }
 
 /// Why the binary stops early: the line it prints and its exit status (2 when authentication
@@ -123,6 +125,11 @@ async fn run() -> Result<(), Failure> {
         )
         .await
         .map_err(|message| Failure { status: 2, message })?;
+    let tls = args
+        .tls
+        .over(&config.tls)
+        .server()
+        .map_err(|message| Failure { status: 2, message })?;
     let store: Arc<dyn Store> = Arc::new(
         FsStore::open(&config.data_dir, toolplane_store::StoreOptions::default())
             .await
@@ -141,7 +148,7 @@ async fn run() -> Result<(), Failure> {
     let http = tokio::net::TcpListener::bind(args.http_listen)
         .await
         .map_err(|e| format!("mcp.serve_failed: cannot bind {}: {e}", args.http_listen))?;
-    let serving = toolplane_mcp_proxy::start_on(listener, proxy, Some(http), auth)
+    let serving = toolplane_mcp_proxy::start_on_with_tls(listener, proxy, Some(http), auth, tls)
         .await
         .map_err(|e| e.to_string())?;
     // Caught from before the line scripts wait for: a signal right after it is a clean stop.

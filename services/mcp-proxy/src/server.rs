@@ -78,11 +78,23 @@ pub async fn start_on(
     metrics: Option<TcpListener>,
     auth: toolplane_auth::Authenticator,
 ) -> Result<Serving, ServeError> {
+    start_on_with_tls(listener, proxy, metrics, auth, None).await
+}
+
+/// [`start_on`], with both ports over `tls` when given (docs/auth.md, "mTLS between services").
+pub async fn start_on_with_tls(
+    listener: TcpListener,
+    proxy: McpProxy,
+    metrics: Option<TcpListener>,
+    auth: toolplane_auth::Authenticator,
+    tls: Option<toolplane_serve::tls::ServerTls>,
+) -> Result<Serving, ServeError> {
     let closing = proxy.clone();
     let tokens = auth.tokens().cloned();
     let mut options = ServeOptions::new("mcp-proxy")
         .max_message_bytes(MAX_MESSAGE_BYTES)
         .auth(auth)
+        .tls(tls)
         .on_shutdown(move || async move { closing.shutdown().await });
     if let Some(metrics) = metrics {
         options = options.metrics(metrics, proxy.metrics());

@@ -66,6 +66,9 @@ pub struct RuntimeConfig {
     pub agent_await_timeout: Duration,
     /// `[auth]`: the authentication flags' settings; the flags override them (docs/auth.md).
     pub auth: toolplane_serve::auth::AuthConfig,
+    /// `[tls]`: the TLS flags' settings, the runtime's own port and its calls to the catalog,
+    /// the workspace and the mcp-proxy (docs/auth.md, "mTLS between services").
+    pub tls: toolplane_serve::tls::TlsConfig,
     /// How long held calls and `ask_user` questions wait, and what happens when nobody decides
     /// (docs/approvals.md).
     pub approvals: ApprovalsConfig,
@@ -109,6 +112,7 @@ impl Default for RuntimeConfig {
             agent_await_timeout: default_await_timeout(),
             model_context_budget_tokens: DEFAULT_CONTEXT_BUDGET_TOKENS,
             auth: toolplane_serve::auth::AuthConfig::default(),
+            tls: toolplane_serve::tls::TlsConfig::default(),
             approvals: ApprovalsConfig::default(),
             peer_token: None,
         }

@@ -107,6 +107,7 @@ pub async fn start_on(
     listener: TcpListener,
     auth: toolplane_auth::Authenticator,
 ) -> Result<RuntimeServer, RuntimeError> {
+    let tls = cfg.tls.server().map_err(RuntimeError::invalid)?;
     let runtime = Runtime::open(cfg).await?;
     let services = Services::new().add_service(RuntimeServiceServer::new(
         service::RuntimeGrpc::new(runtime.clone()),
@@ -116,6 +117,7 @@ pub async fn start_on(
         .max_message_bytes(MAX_REQUEST_BYTES)
         .registry(Arc::clone(&runtime.metrics.registry))
         .auth(auth)
+        .tls(tls)
         .on_shutdown(move || async move { reaper.abort() });
     let serving = toolplane_serve::serve(listener, services, options)
         .await

@@ -55,6 +55,8 @@ struct Args {
     peer_token_file: Option<PathBuf>,
     #[command(flatten)]
     auth: toolplane_serve::auth::AuthArgs,
+    #[command(flatten)]
+    tls: toolplane_serve::tls::TlsArgs,
 }
 
 fn load(args: &Args) -> Result<RuntimeConfig, String> {
@@ -98,6 +100,7 @@ fn load(args: &Args) -> Result<RuntimeConfig, String> {
         .clone()
         .for_posture(!cfg.listen.ip().is_loopback());
     cfg.peer_token = toolplane_serve::auth::peer_token(args.peer_token_file.as_deref())?;
+    cfg.tls = args.tls.over(&cfg.tls);
     Ok(cfg)
 }
 

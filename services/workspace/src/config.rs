@@ -34,6 +34,8 @@ pub struct Cli {
     pub http_listen: SocketAddr,
     #[command(flatten)]
     pub auth: toolplane_serve::auth::AuthArgs,
+    #[command(flatten)]
+    pub tls: toolplane_serve::tls::TlsArgs,
 }
 
 /// The configuration file.
@@ -47,6 +49,9 @@ pub struct FileConfig {
     /// `[auth]`: the authentication flags' settings (docs/auth.md).
     #[serde(default)]
     pub auth: toolplane_serve::auth::AuthConfig,
+    /// `[tls]`: the TLS flags' settings (docs/auth.md, "mTLS between services").
+    #[serde(default)]
+    pub tls: toolplane_serve::tls::TlsConfig,
 }
 
 /// The resolved configuration.
@@ -57,6 +62,8 @@ pub struct Config {
     pub limits: Limits,
     /// Authentication: the flags over the file's `[auth]`.
     pub auth: toolplane_serve::auth::AuthArgs,
+    /// TLS: the flags over the file's `[tls]`.
+    pub tls: toolplane_serve::tls::TlsConfig,
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7430";
@@ -85,6 +92,7 @@ impl Config {
                 .unwrap_or_else(|| PathBuf::from("data/workspace")),
             limits: file.limits,
             auth: cli.auth.over(&file.auth),
+            tls: cli.tls.over(&file.tls),
         })
     }
 }

@@ -86,12 +86,24 @@ pub async fn start_on(
     metrics: TcpListener,
     auth: toolplane_auth::Authenticator,
 ) -> Result<Serving, WsError> {
+    start_on_with_tls(listener, ws, metrics, auth, None).await
+}
+
+/// [`start_on`], with both ports over `tls` when given (docs/auth.md, "mTLS between services").
+pub async fn start_on_with_tls(
+    listener: TcpListener,
+    ws: Arc<Workspace>,
+    metrics: TcpListener,
+    auth: toolplane_auth::Authenticator,
+    tls: Option<toolplane_serve::tls::ServerTls>,
+) -> Result<Serving, WsError> {
     let registry = Arc::clone(&ws.metrics().registry);
     let closing = Arc::clone(&ws);
     let tokens = auth.tokens().cloned();
     let options = ServeOptions::new("workspace")
         .max_message_bytes(MAX_MESSAGE_BYTES)
         .auth(auth)
+        .tls(tls)
         .metrics(metrics, registry)
         .on_shutdown(move || async move { closing.shutdown() });
     toolplane_serve::serve(listener, services_naming(ws, tokens), options)

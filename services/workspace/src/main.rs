@@ -49,9 +49,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .await?,
     );
+    let tls = match config.tls.server() {
+        Ok(tls) => tls,
+        Err(message) => {
+            eprintln!("toolplane-workspace: {message}");
+            std::process::exit(2);
+        }
+    };
     let metrics = TcpListener::bind(cli.http_listen).await?;
     let listener = TcpListener::bind(config.listen).await?;
-    let serving = toolplane_workspace::start_on(listener, ws, metrics, auth).await?;
+    let serving = toolplane_workspace::start_on_with_tls(listener, ws, metrics, auth, tls).await?;
     let addr = serving.addr();
     if let Some(metrics) = serving.http_addr() {
         tracing::info!(addr = %metrics, "metrics served at /metrics");

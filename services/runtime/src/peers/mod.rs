@@ -4,7 +4,9 @@
 //! assembles a runtime from its configuration. Channels connect lazily and carry W3C trace
 //! context; one channel per endpoint is shared by all calls (tonic channels multiplex). Calls to
 //! the catalog, the workspace and the mcp-proxy carry the runtime's peer credential
-//! (`authorization: Bearer …`, docs/auth.md) when it has one; calls to external hosts never do.
+//! (`authorization: Bearer …`, docs/auth.md) when it has one, and go over TLS with the runtime's
+//! client certificate when `[tls]` names a peer CA (`--peer-tls-ca`; docs/auth.md, "mTLS between
+//! services"); calls to external hosts never do either.
 //!
 //! The top of the runtime's layers below the service: the only place, with `convert` and the
 //! service, that knows protobuf and tonic.
@@ -20,6 +22,7 @@ use tonic::transport::{Channel, Endpoint};
 use toolplane_proto::v1::profile_service_client::ProfileServiceClient;
 use toolplane_proto::v1::tool_executor_client::ToolExecutorClient;
 use toolplane_proto::v1::workspace_service_client::WorkspaceServiceClient;
+use toolplane_serve::tls::PeerTls;
 use toolplane_telemetry::TraceContextInterceptor;
 
 pub mod appends;
@@ -72,11 +75,19 @@ pub struct Peers {
 }
 
 fn channel(url: &str) -> Result<Channel, RuntimeError> {
+    Ok(endpoint(url)?.connect_lazy())
+}
+
+fn endpoint(url: &str) -> Result<Endpoint, RuntimeError> {
     Ok(Endpoint::from_shared(url.to_owned())
         .map_err(|e| RuntimeError::invalid(format!("`{url}` is not a valid endpoint: {e}")))?
         .tcp_nodelay(true)
-        .connect_timeout(Duration::from_secs(5))
-        .connect_lazy())
+        .connect_timeout(Duration::from_secs(5)))
+}
+
+/// A channel to one of the plane's own services: over TLS when the runtime has peer TLS.
+fn plane_channel(url: &str, tls: Option<&PeerTls>) -> Result<Channel, RuntimeError> {
+    toolplane_serve::tls::peer_channel(endpoint(url)?, tls).map_err(RuntimeError::invalid)
 }
 
 impl Peers {
@@ -92,10 +103,12 @@ impl Peers {
             }
             None => None,
         };
+        let tls = cfg.tls.peer().map_err(RuntimeError::invalid)?;
+        let tls = tls.as_ref();
         Ok(Peers {
-            catalog: channel(&cfg.catalog_url)?,
-            workspace: channel(&cfg.workspace_url)?,
-            mcp_proxy: channel(&cfg.mcp_proxy_url)?,
+            catalog: plane_channel(&cfg.catalog_url, tls)?,
+            workspace: plane_channel(&cfg.workspace_url, tls)?,
+            mcp_proxy: plane_channel(&cfg.mcp_proxy_url, tls)?,
             external: Arc::new(Mutex::new(HashMap::new())),
             external_headers: Arc::new(Mutex::new(HashMap::new())),
             appends: Arc::new(Appends::default()),
