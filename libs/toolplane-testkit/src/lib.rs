@@ -8,7 +8,10 @@
 //!   them down gracefully.
 //! - [`echo`]: the bare tonic unary echo server and client, the baseline every benchmark compares
 //!   against.
+//! - [`binary`]: a service binary run once with given flags, for the start-up checks every
+//!   service's binary shares.
 
+pub mod binary;
 pub mod echo;
 #[cfg(feature = "mcp-fixture")]
 pub mod mcp_fixture;
