@@ -10,7 +10,7 @@ JSON report on stdout: the listed tools (name, title, annotations) and, per call
 result (isError, text, structuredContent, _meta, resource links, and the text of each link read
 back with `resources/read` when `read_links`) or the protocol error (code, message), and the
 methods of the notifications the server sent (`notifications`). The
-assertions live in the Rust test that runs it (services/toolplane/tests/mcp_face.rs).
+assertions live in the Rust test that runs it (services/toolplane/tests/plane/mcp_face.rs).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 //! handoff chains, and every refusal path.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -5,7 +5,7 @@
 //! bad input (malformed files, a script that ends early, unreachable services) as one clear line.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::*;
 use serde_json::{Value, json};

@@ -4,7 +4,7 @@
 //! loopback without `--auth` exits with one clear line.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod cli_support;
+use crate::cli_support;
 
 use std::os::unix::fs::PermissionsExt;
 

@@ -2,7 +2,7 @@
 //! down to the flags of a nested subcommand.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod cli_support;
+use crate::cli_support;
 
 use std::process::Command;
 

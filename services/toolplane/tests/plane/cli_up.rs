@@ -4,7 +4,7 @@
 //! clear line.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::*;
 

@@ -6,7 +6,7 @@
 //! relays one.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::future::Future;
 

@@ -7,7 +7,7 @@
 //! (docs/limits.md, "Hostile-input suite").
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod cli_support;
+use crate::cli_support;
 #[path = "hostile/corpus.rs"]
 mod corpus;
 

@@ -8,7 +8,7 @@
 //! audit objects, and ending the session ends the invocation and the run it created.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod cli_support;
+use crate::cli_support;
 
 use std::io::Write;
 use std::process::{Command, Stdio};

@@ -5,7 +5,7 @@
 //! invocation that was already open keeps its frozen snapshot and cannot call the new tool.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

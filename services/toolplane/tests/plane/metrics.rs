@@ -2,7 +2,7 @@
 //! the counts match what was called, how it ended, and what the gate refused.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

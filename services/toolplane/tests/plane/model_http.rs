@@ -5,7 +5,7 @@
 //! client, so a second run's calls reuse the first one's connection (docs/egress.md).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

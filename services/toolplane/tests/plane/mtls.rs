@@ -6,7 +6,7 @@
 //! and completes a workspace and an MCP tool call, and a host without one is refused.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! and never offer a method that port does not answer.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use tokio_stream::StreamExt;
 use tonic_reflection::pb::v1::ServerReflectionRequest;

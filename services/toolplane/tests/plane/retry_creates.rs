@@ -4,7 +4,7 @@
 //! is refused as `request.idempotency_mismatch`; without a key each request creates.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use serde_json::json;
 use tonic_types::StatusExt;

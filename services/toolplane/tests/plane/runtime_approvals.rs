@@ -4,7 +4,7 @@
 //! `CollectToolResults` — the fixture's answer reaching the host, the call journalled once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

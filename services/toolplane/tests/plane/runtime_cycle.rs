@@ -3,7 +3,7 @@
 //! where that happens (docs/runtime.md, docs/profiles.md).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

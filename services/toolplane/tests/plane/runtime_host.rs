@@ -2,7 +2,7 @@
 //! and hands the runtime each turn's provider-native tool calls.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

@@ -3,7 +3,7 @@
 //! with retry, cancellation), or replays a scripted provider offline.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

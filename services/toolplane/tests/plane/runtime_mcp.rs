@@ -4,7 +4,7 @@
 //! mcp-proxy's rechecks applied to an invocation whose server was paused after it opened.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

@@ -2,7 +2,7 @@
 //! and a turn without calls keeps the same turn current.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

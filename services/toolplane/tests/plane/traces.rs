@@ -7,7 +7,7 @@
 //! the response reported (models, id, finish reasons, token usage) and the server it was sent to.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::time::Duration;

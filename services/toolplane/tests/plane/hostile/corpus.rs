@@ -88,7 +88,7 @@ fn call_of(default_tool: &str, v: &Value) -> Call {
 }
 
 pub fn corpus() -> Vec<Case> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/plane/hostile");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
