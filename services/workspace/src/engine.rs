@@ -14,6 +14,7 @@
 
 pub mod chats;
 pub mod journal;
+pub mod leases;
 pub mod objects;
 pub mod runs;
 pub mod skills;

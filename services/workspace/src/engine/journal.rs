@@ -40,17 +40,21 @@ impl Workspace {
         let run = self.run(cell, run_id).await?;
         self.check_records(run_id, &append)?;
         let objects = self.check_objects(append.objects)?;
-        self.runs().check_epoch(&run, append.epoch, false).await?;
+        let _fence = self.runs().fenced(&run, append.epoch, false).await?;
+        let mut records = append.records;
+        for record in &mut records {
+            record.epoch = append.epoch;
+        }
         // The objects go into the log before the records that name them, in the same
         // job: one group commit covers both, and an existing object fails the whole
         // append before anything is written.
-        let appended = append.records.len();
+        let appended = records.len();
         let last_seq = self
             .wal()
             .append(
                 &(cell.to_owned(), run_id.to_owned()),
                 append.expected_seq,
-                append.records,
+                records,
                 objects,
             )
             .await?;
