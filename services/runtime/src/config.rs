@@ -236,3 +236,28 @@ mod millis {
         u64::deserialize(d).map(Duration::from_millis)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Leases are off unless a config file turns them on, as a cluster's runtimes do.
+    #[test]
+    fn run_leases_are_off_by_default_and_read_from_the_cluster_table() {
+        let none: RuntimeConfig = toml::from_str("").unwrap();
+        assert!(!none.cluster.leases);
+        let on: RuntimeConfig =
+            toml::from_str("[cluster]\nleases = true\nlease_ttl_ms = 3000\nholder = \"rt-1\"\n")
+                .unwrap();
+        assert_eq!(
+            on.cluster,
+            ClusterConfig {
+                leases: true,
+                lease_ttl_ms: 3000,
+                holder: "rt-1".into(),
+            }
+        );
+        assert!(toml::from_str::<RuntimeConfig>("[cluster]\nlease = true\n").is_err());
+    }
+}
