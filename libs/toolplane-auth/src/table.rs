@@ -89,6 +89,9 @@ pub const RPC_ROLES: &[(&str, Requirement)] = &[
     ),
     ("/toolplane.v1.WorkspaceService/PromotePersist", ADMIN),
     ("/toolplane.v1.WorkspaceService/FinishRunWorkspace", ADMIN),
+    ("/toolplane.v1.WorkspaceService/AcquireRunLease", ADMIN),
+    ("/toolplane.v1.WorkspaceService/RenewRunLease", ADMIN),
+    ("/toolplane.v1.WorkspaceService/ReleaseRunLease", ADMIN),
     // mcp_proxy.proto
     ("/toolplane.v1.McpProxyService/UpsertServer", ADMIN),
     ("/toolplane.v1.McpProxyService/DeregisterServer", ADMIN),

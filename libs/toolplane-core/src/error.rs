@@ -229,6 +229,8 @@ codes! {
         "a host-driven invocation saw no request for longer than the idle timeout and was closed");
     RUNTIME_CANCELLED = ("runtime.cancelled", System,
         "the run was cancelled by a `CancelRun` request");
+    RUNTIME_LEASE_LOST = ("runtime.lease_lost", System,
+        "this runtime lost the run's lease to another holder (a newer epoch); it stopped driving the run and writes nothing more for it");
     RUNTIME_APPROVAL_DECIDED = ("runtime.approval_decided", InvalidInput,
         "a decision or answer for an approval or question that is already approved, denied, answered or expired");
     RUNTIME_APPROVAL_PENDING = ("runtime.approval_pending", InvalidInput,

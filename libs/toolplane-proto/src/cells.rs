@@ -62,6 +62,9 @@ cell_field!(
     pb::PutWorldInfoActivationRequest,
     pb::PromotePersistRequest,
     pb::FinishRunWorkspaceRequest,
+    pb::AcquireRunLeaseRequest,
+    pb::RenewRunLeaseRequest,
+    pb::ReleaseRunLeaseRequest,
 );
 
 // The mcp-proxy: registrations and their cached tools.

@@ -72,6 +72,8 @@ pub struct RuntimeConfig {
     /// How long held calls and `ask_user` questions wait, and what happens when nobody decides
     /// (docs/approvals.md).
     pub approvals: ApprovalsConfig,
+    /// Run leases (docs/runtime.md "Run ownership"); off for a single runtime.
+    pub cluster: ClusterConfig,
     /// The credential sent to the catalog, the workspace and the mcp-proxy
     /// (`authorization: Bearer …`) when they require one; never read from or written to the
     /// file: `--peer-token-file`, `TOOLPLANE_PEER_TOKEN`, or `toolplane up` set it (docs/auth.md).
@@ -114,12 +116,34 @@ impl Default for RuntimeConfig {
             auth: toolplane_serve::auth::AuthConfig::default(),
             tls: toolplane_serve::tls::TlsConfig::default(),
             approvals: ApprovalsConfig::default(),
+            cluster: ClusterConfig::default(),
             peer_token: None,
         }
     }
 }
 
 /// What happens to a held call nobody decides in time.
+/// `[cluster]`: whether this runtime takes a lease on every run it drives, how long a lease lasts
+/// unless renewed (renewed every third of it), and the holder name it uses (empty: a fresh
+/// `runtime-<uuid>` per process).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "snake_case", deny_unknown_fields)]
+pub struct ClusterConfig {
+    pub leases: bool,
+    pub lease_ttl_ms: u64,
+    pub holder: String,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            leases: false,
+            lease_ttl_ms: 10_000,
+            holder: String::new(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TimeoutOutcome {
@@ -210,5 +234,30 @@ mod millis {
     }
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         u64::deserialize(d).map(Duration::from_millis)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Leases are off unless a config file turns them on, as a cluster's runtimes do.
+    #[test]
+    fn run_leases_are_off_by_default_and_read_from_the_cluster_table() {
+        let none: RuntimeConfig = toml::from_str("").unwrap();
+        assert!(!none.cluster.leases);
+        let on: RuntimeConfig =
+            toml::from_str("[cluster]\nleases = true\nlease_ttl_ms = 3000\nholder = \"rt-1\"\n")
+                .unwrap();
+        assert_eq!(
+            on.cluster,
+            ClusterConfig {
+                leases: true,
+                lease_ttl_ms: 3000,
+                holder: "rt-1".into(),
+            }
+        );
+        assert!(toml::from_str::<RuntimeConfig>("[cluster]\nlease = true\n").is_err());
     }
 }

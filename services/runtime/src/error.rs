@@ -79,6 +79,7 @@ impl From<RuntimeError> for tonic::Status {
                 Code::Unavailable
             }
             ErrorClass::System if code == codes::RUNTIME_CANCELLED => Code::Cancelled,
+            ErrorClass::System if code == codes::RUNTIME_LEASE_LOST => Code::FailedPrecondition,
             ErrorClass::System => Code::Internal,
             ErrorClass::Recoverable | ErrorClass::PolicyDenied => Code::FailedPrecondition,
         };

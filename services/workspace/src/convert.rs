@@ -206,6 +206,17 @@ pub fn content_type(path: &str) -> &'static str {
     }
 }
 
+/// A run lease as the wire's `RunLease`.
+pub fn lease(l: crate::engine::leases::Lease) -> pb::RunLease {
+    pb::RunLease {
+        run_id: l.run_id,
+        cell_id: l.cell_id,
+        holder: l.holder,
+        epoch: l.epoch,
+        expires_at_unix_ms: l.expires_at_unix_ms,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

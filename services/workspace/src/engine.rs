@@ -3,8 +3,8 @@
 //! directory's layout and opening it (replaying the journal log); its submodules hold the
 //! operations the storage RPCs call: [`runs`] (run workspaces and invocations), [`objects`]
 //! (audit objects and object reads), [`journal`] (appends, reads, following), [`chats`] (chat
-//! messages and commits), [`skills`]. Must never expose a path outside a run's directory or a
-//! cell's keys to another cell.
+//! messages and commits), [`skills`], [`leases`] (run leases and the epochs they fence). Must
+//! never expose a path outside a run's directory or a cell's keys to another cell.
 //!
 //! Layout of `<data>`: `store/` (an `FsStore`; this service's keys live under `workspace/`:
 //! manifests, invocation views, chats, `persist/` states and blobs, skills), `tree/<cell>/<run>/`
@@ -14,6 +14,7 @@
 
 pub mod chats;
 pub mod journal;
+pub mod leases;
 pub mod objects;
 pub mod runs;
 pub mod skills;

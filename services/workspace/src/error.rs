@@ -188,6 +188,16 @@ pub const CODES: &[(&str, ErrorClass, &str)] = &[
         "a mutating request carries an older run lease epoch than the run's (FAILED_PRECONDITION)",
     ),
     (
+        "workspace.lease_held",
+        ErrorClass::System,
+        "AcquireRunLease while another holder's lease on the run is live (FAILED_PRECONDITION)",
+    ),
+    (
+        "workspace.lease_not_found",
+        ErrorClass::System,
+        "RenewRunLease for a run that has no lease (NOT_FOUND)",
+    ),
+    (
         "workspace.invocation_not_open",
         ErrorClass::System,
         "a tool call for an invocation without OpenInvocationWorkspace (FAILED_PRECONDITION)",

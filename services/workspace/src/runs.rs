@@ -124,6 +124,10 @@ pub struct Run {
     pub invocations: Mutex<HashMap<String, Arc<Invocation>>>,
     /// Characters of skill text the run has returned (reads and search snippets).
     pub skill_chars_used: AtomicU64,
+    /// Held shared by a write from its epoch check until it is stored ([`Runs::fenced`]), and
+    /// exclusively by a lease acquisition while it raises the epoch: once the raise is done, no
+    /// write of an older epoch is still on its way.
+    pub fence: tokio::sync::RwLock<()>,
 }
 
 /// Store keys of runs.
@@ -173,6 +177,7 @@ impl Runs {
                     record: tokio::sync::Mutex::new((record.clone(), version)),
                     invocations: Mutex::new(HashMap::new()),
                     skill_chars_used: AtomicU64::new(0),
+                    fence: tokio::sync::RwLock::new(()),
                 });
                 lock(&self.runs).insert((record.cell_id.clone(), record.run_id.clone()), run);
                 Ok((record, true))
@@ -204,6 +209,7 @@ impl Runs {
             record: tokio::sync::Mutex::new((record, object.version)),
             invocations: Mutex::new(HashMap::new()),
             skill_chars_used: AtomicU64::new(0),
+            fence: tokio::sync::RwLock::new(()),
         });
         let mut runs = lock(&self.runs);
         Ok(Arc::clone(
@@ -284,6 +290,19 @@ impl Runs {
             Ok(raise)
         })
         .await
+    }
+
+    /// [`Runs::check_epoch`] for a write: the returned guard is held until the write is stored,
+    /// so a lease acquisition raising the epoch waits for it.
+    pub async fn fenced<'r>(
+        &self,
+        run: &'r Run,
+        epoch: u64,
+        allow_finished: bool,
+    ) -> Result<(RunRecord, tokio::sync::RwLockReadGuard<'r, ()>), WsError> {
+        let guard = run.fence.read().await;
+        let record = self.check_epoch(run, epoch, allow_finished).await?;
+        Ok((record, guard))
     }
 
     /// Opens (or re-opens with the same view) an invocation.

@@ -10,6 +10,7 @@
 pub mod audit;
 mod cells;
 mod executor;
+mod leases;
 
 use std::{collections::HashSet, pin::Pin, sync::Arc};
 
@@ -636,5 +637,26 @@ impl WorkspaceService for WorkspaceGrpc {
             }
             .await,
         )
+    }
+
+    async fn acquire_run_lease(
+        &self,
+        r: Request<pb::AcquireRunLeaseRequest>,
+    ) -> Rpc<pb::AcquireRunLeaseResponse> {
+        done(leases::acquire(&self.ws, cells::scoped(r)?).await)
+    }
+
+    async fn renew_run_lease(
+        &self,
+        r: Request<pb::RenewRunLeaseRequest>,
+    ) -> Rpc<pb::RenewRunLeaseResponse> {
+        done(leases::renew(&self.ws, cells::scoped(r)?).await)
+    }
+
+    async fn release_run_lease(
+        &self,
+        r: Request<pb::ReleaseRunLeaseRequest>,
+    ) -> Rpc<pb::ReleaseRunLeaseResponse> {
+        done(leases::release(&self.ws, cells::scoped(r)?).await)
     }
 }

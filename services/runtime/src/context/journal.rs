@@ -18,6 +18,9 @@ impl Runtime {
         objects: Vec<AuditObject>,
         events: Vec<Event>,
     ) -> Result<(), RuntimeError> {
+        if run.lease_lost() {
+            return Err(lease_lost(run));
+        }
         if events.is_empty() {
             return self.put_objects(run, epoch, objects).await;
         }
@@ -28,6 +31,10 @@ impl Runtime {
         if let Err(e) = self.ports.workspace.append_journal(group).await {
             if e.is_already_exists() {
                 return Err(duplicate_object(&paths.join(", ")));
+            }
+            if self.cfg.cluster.leases && e.code() == Some("workspace.stale_epoch") {
+                self.lose_run(run, &e.message);
+                return Err(lease_lost(run));
             }
             return Err(RuntimeError::journal(format!(
                 "appending {count} record(s) at seq {first} failed: {}",
@@ -117,6 +124,17 @@ fn duplicate_object(path: &str) -> RuntimeError {
         toolplane_core::error::MODEL_DUPLICATE_CALL_ID,
         format!(
             "the audit object `{path}` already exists: a call id was reused within the invocation"
+        ),
+    )
+}
+
+/// The refusal of every write for a run whose lease another holder took.
+pub fn lease_lost(run: &Run) -> RuntimeError {
+    RuntimeError::new(
+        toolplane_core::error::RUNTIME_LEASE_LOST,
+        format!(
+            "another runtime holds run {} now; this one writes nothing more for it",
+            run.id
         ),
     )
 }

@@ -54,6 +54,8 @@ pub struct Runtime {
     pub metrics: RuntimeMetrics,
     /// Held calls and questions (docs/approvals.md).
     pub approvals: Approvals,
+    /// The name this runtime holds run leases under (`[cluster] holder`, or a fresh one).
+    pub lease_holder: String,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -75,6 +77,7 @@ impl Runtime {
         store: Arc<dyn Store>,
         launcher: Arc<dyn TaskLauncher>,
     ) -> Arc<Runtime> {
+        let cfg_holder = cfg.cluster.holder.clone();
         let rt = Arc::new(Runtime {
             cfg,
             ports,
@@ -85,6 +88,11 @@ impl Runtime {
             launcher,
             metrics: RuntimeMetrics::default(),
             approvals: Approvals::default(),
+            lease_holder: if cfg_holder.is_empty() {
+                format!("runtime-{}", uuid::Uuid::new_v4())
+            } else {
+                cfg_holder
+            },
         });
         let _ = rt.me.set(Arc::downgrade(&rt));
         rt

@@ -309,6 +309,38 @@ pub trait Workspace: Send + Sync + Debug {
         cell_id: &str,
         from_seq: u64,
     ) -> Result<RecordStream, PortError>;
+    /// Takes the run's lease for `holder` (docs/workspace.md "Epochs and run leases"); the new
+    /// epoch. A workspace that keeps no leases says so.
+    async fn acquire_run_lease(
+        &self,
+        run: &RunScope,
+        holder: &str,
+        ttl_ms: u64,
+    ) -> Result<u64, PortError> {
+        let _ = (run, holder, ttl_ms);
+        Err(PortError::new(
+            PortErrorKind::Other,
+            "this workspace keeps no run leases",
+        ))
+    }
+    /// Renews `holder`'s lease at `run.epoch`; refused (`workspace.stale_epoch`) once it moved on.
+    async fn renew_run_lease(
+        &self,
+        run: &RunScope,
+        holder: &str,
+        ttl_ms: u64,
+    ) -> Result<(), PortError> {
+        let _ = (run, holder, ttl_ms);
+        Err(PortError::new(
+            PortErrorKind::Other,
+            "this workspace keeps no run leases",
+        ))
+    }
+    /// Gives `holder`'s lease at `run.epoch` up.
+    async fn release_run_lease(&self, run: &RunScope, holder: &str) -> Result<(), PortError> {
+        let _ = (run, holder);
+        Ok(())
+    }
     /// A stored object of the run (an audit object, a readable view); `None` when there is none.
     /// A workspace that cannot read objects back says so.
     async fn get_object(&self, run: &RunScope, path: &str) -> Result<Option<Vec<u8>>, PortError> {

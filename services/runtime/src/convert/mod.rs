@@ -375,5 +375,7 @@ pub fn journal_event_pb(e: &Record) -> pb::JournalEvent {
             invocation_id: e.invocation_id.clone().unwrap_or_default(),
             related_invocation_ids: e.related.clone(),
         }),
+        // The workspace stamps each stored record with its append's epoch.
+        epoch: 0,
     }
 }

@@ -136,6 +136,8 @@ pub fn stored_record_pb(r: StoredRecord) -> pb::JournalEvent {
             invocation_id: r.invocation_id,
             related_invocation_ids: r.related,
         }),
+        // The workspace stamps each stored record with its append's epoch.
+        epoch: 0,
     }
 }
 

@@ -3,10 +3,14 @@
 //! cancelled, interrupted by a restart, reaped when idle. Each transition is journalled and the
 //! run record saved.
 //!
+//! Run ownership ([`lease`]): with `[cluster] leases` on, every run is driven under a lease the
+//! workspace keeps, renewed in the background; a run whose lease another holder took stops here.
+//!
 //! Sits on `context` (the ports and the book); knows nothing of turns, tools or the loop.
 
 pub mod approvals;
 pub mod invocations;
+pub mod lease;
 pub mod resume;
 pub mod runs;
 

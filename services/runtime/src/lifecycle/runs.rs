@@ -80,6 +80,8 @@ impl Runtime {
     /// Creates a run: its workspace, its record and its first journal records.
     pub async fn create_run(&self, p: NewRun) -> Result<Arc<Run>, RuntimeError> {
         let c = self.check_new_run(&p)?;
+        // With leases on, the run is this runtime's from before its workspace exists.
+        let epoch = self.take_run_lease(&c.cell_id, &c.run_id).await?;
         let created = self
             .ports
             .workspace
@@ -97,7 +99,7 @@ impl Runtime {
             .await
             .map_err(|e| e.into_error("creating the run workspace"))?;
         let world_info = p.world_info_json.clone();
-        let record = new_record(p, &c, &created);
+        let record = new_record(p, &c, &created, epoch);
         let run = Arc::new(Run::new(record.clone(), 1));
         self.persist_run(&run).await?;
         self.insert_run(run.clone());
@@ -106,7 +108,7 @@ impl Runtime {
             let scope = RunScope {
                 run_id: c.run_id.clone(),
                 cell_id: c.cell_id.clone(),
-                epoch: 1,
+                epoch,
             };
             self.ports
                 .workspace
@@ -114,7 +116,8 @@ impl Runtime {
                 .await
                 .map_err(|e| e.into_error("storing the world-info activation"))?;
         }
-        self.append(&run, 1, Vec::new(), events).await?;
+        self.keep_run_lease(Arc::clone(&run));
+        self.append(&run, epoch, Vec::new(), events).await?;
         Ok(run)
     }
 
@@ -415,7 +418,7 @@ pub fn scope_of(record: &RunRecord) -> RunScope {
 }
 
 /// An open invocation of a run that just ended ends with it (unless a turn holds it).
-fn close_with_run(inv: &Invocation, status: RunStatus) {
+pub(super) fn close_with_run(inv: &Invocation, status: RunStatus) {
     if let Ok(mut inner) = inv.inner.try_lock()
         && inner.status == InvocationStatus::Open
     {
@@ -454,7 +457,7 @@ fn end_events(before: &RunRecord, status: RunStatus, failure: Option<&Failure>) 
     ]
 }
 
-fn new_record(p: NewRun, c: &Checked, created: &CreatedWorkspace) -> RunRecord {
+fn new_record(p: NewRun, c: &Checked, created: &CreatedWorkspace, epoch: u64) -> RunRecord {
     let now = now_ms();
     RunRecord {
         run_id: c.run_id.clone(),
@@ -473,7 +476,7 @@ fn new_record(p: NewRun, c: &Checked, created: &CreatedWorkspace) -> RunRecord {
         driver: p.driver.unwrap_or(Driver::Host),
         root_invocation_id: String::new(),
         active_invocation_id: String::new(),
-        epoch: 1,
+        epoch,
         created_ms: now,
         updated_ms: now,
         failure: None,

@@ -325,6 +325,57 @@ impl Workspace for Peers {
         Ok(())
     }
 
+    async fn acquire_run_lease(
+        &self,
+        run: &RunScope,
+        holder: &str,
+        ttl_ms: u64,
+    ) -> Result<u64, PortError> {
+        let r = self
+            .workspace()
+            .acquire_run_lease(pb::AcquireRunLeaseRequest {
+                run_id: run.run_id.clone(),
+                holder: holder.to_owned(),
+                ttl_ms,
+                cell_id: run.cell_id.clone(),
+            })
+            .await
+            .map_err(err)?;
+        Ok(r.into_inner().lease.map_or(0, |l| l.epoch))
+    }
+
+    async fn renew_run_lease(
+        &self,
+        run: &RunScope,
+        holder: &str,
+        ttl_ms: u64,
+    ) -> Result<(), PortError> {
+        self.workspace()
+            .renew_run_lease(pb::RenewRunLeaseRequest {
+                run_id: run.run_id.clone(),
+                holder: holder.to_owned(),
+                epoch: run.epoch,
+                ttl_ms,
+                cell_id: run.cell_id.clone(),
+            })
+            .await
+            .map_err(err)?;
+        Ok(())
+    }
+
+    async fn release_run_lease(&self, run: &RunScope, holder: &str) -> Result<(), PortError> {
+        self.workspace()
+            .release_run_lease(pb::ReleaseRunLeaseRequest {
+                run_id: run.run_id.clone(),
+                holder: holder.to_owned(),
+                epoch: run.epoch,
+                cell_id: run.cell_id.clone(),
+            })
+            .await
+            .map_err(err)?;
+        Ok(())
+    }
+
     async fn get_object(&self, run: &RunScope, path: &str) -> Result<Option<Vec<u8>>, PortError> {
         let got = self
             .workspace()

@@ -145,6 +145,8 @@ pub struct Run {
     pub budget: Mutex<RunBudget>,
     cancelled: AtomicBool,
     ended: AtomicBool,
+    /// Another holder took the run's lease: this runtime writes nothing more for the run.
+    lease_lost: AtomicBool,
     pub cancel_notify: Notify,
 }
 
@@ -159,6 +161,7 @@ impl Run {
             agents: RunAgents::default(),
             cancelled: AtomicBool::new(false),
             ended: AtomicBool::new(false),
+            lease_lost: AtomicBool::new(false),
             cancel_notify: Notify::new(),
         }
     }
@@ -230,6 +233,15 @@ impl Run {
     /// Claims the run's end; false when another caller already did.
     pub fn begin_end(&self) -> bool {
         !self.ended.swap(true, Ordering::SeqCst)
+    }
+
+    /// Marks the run's lease lost; true the first time.
+    pub fn lose_lease(&self) -> bool {
+        !self.lease_lost.swap(true, Ordering::SeqCst)
+    }
+
+    pub fn lease_lost(&self) -> bool {
+        self.lease_lost.load(Ordering::SeqCst)
     }
 
     pub fn is_cancelled(&self) -> bool {

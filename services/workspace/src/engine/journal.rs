@@ -1,8 +1,8 @@
 //! A run's journal as the storage RPCs see it: appends (their records and the audit objects they
 //! carry checked against the journal's rules, then handed to the log in one job), pages of
 //! records and following a journal as it grows. The records are `toolplane.v1.JournalEvent`
-//! messages end to end: the log stores each one's encoding as it came, so there is no second,
-//! domain copy of a record to convert on the hot path. Must never accept a record whose sequence
+//! messages end to end: the log stores each one's encoding as it came (with its `epoch` set to
+//! the append's), so there is no second, domain copy of a record to convert on the hot path. Must never accept a record whose sequence
 //! number or run disagrees with the append, nor two objects of one append at colliding paths.
 
 use tokio::sync::mpsc;
@@ -40,17 +40,21 @@ impl Workspace {
         let run = self.run(cell, run_id).await?;
         self.check_records(run_id, &append)?;
         let objects = self.check_objects(append.objects)?;
-        self.runs().check_epoch(&run, append.epoch, false).await?;
+        let _fence = self.runs().fenced(&run, append.epoch, false).await?;
+        let mut records = append.records;
+        for record in &mut records {
+            record.epoch = append.epoch;
+        }
         // The objects go into the log before the records that name them, in the same
         // job: one group commit covers both, and an existing object fails the whole
         // append before anything is written.
-        let appended = append.records.len();
+        let appended = records.len();
         let last_seq = self
             .wal()
             .append(
                 &(cell.to_owned(), run_id.to_owned()),
                 append.expected_seq,
-                append.records,
+                records,
                 objects,
             )
             .await?;

@@ -84,6 +84,11 @@ impl Workspace {
             Err(e) if e.code() == "workspace.run_not_found" => {}
             Err(e) => return Err(e),
         }
+        // A lease taken before the manifest existed fences the manifest from its first version.
+        let leased = self
+            .lease(&new.cell, &new.run)
+            .await?
+            .map_or(0, |(l, _)| l.epoch);
         let (c, r) = (new.cell.clone(), new.run.clone());
         self.blocking(move |tree| tree.create_run_dir(&c, &r))
             .await?;
@@ -100,7 +105,7 @@ impl Workspace {
             persist_base_version,
             message_artifact_root: format!("{artifact_path}/"),
             created_at_unix_ms: now_ms(),
-            epoch: new.epoch,
+            epoch: new.epoch.max(leased),
             status: 0,
             finished: false,
             persist_promoted: None,

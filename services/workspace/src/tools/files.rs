@@ -315,9 +315,10 @@ pub async fn write_file(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsErr
     call.ctx.guard.check(&path)?;
     refuse_reserved(&path)?;
     check_write_limits(call, &path, &content)?;
-    call.ws
+    let _fence = call
+        .ws
         .runs()
-        .check_epoch(&call.run, call.ctx.epoch, false)
+        .fenced(&call.run, call.ctx.epoch, false)
         .await?;
     let base = run_base(call);
     let invocation = std::sync::Arc::clone(&call.invocation);
@@ -457,9 +458,10 @@ pub async fn apply_patch(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsEr
         ));
     }
     check_write_limits(call, &path, &new)?;
-    call.ws
+    let _fence = call
+        .ws
         .runs()
-        .check_epoch(&call.run, call.ctx.epoch, false)
+        .fenced(&call.run, call.ctx.epoch, false)
         .await?;
     let base = run_base(call);
     let invocation = std::sync::Arc::clone(&call.invocation);
