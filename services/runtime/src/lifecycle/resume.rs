@@ -1,8 +1,10 @@
-//! Resuming after a restart: a host-driven run whose active invocation had a turn held for
-//! approval is rebuilt from that turn's record in the runtime's store — the invocation open, its
-//! turn still held, its gate, cycle detector and the run's budget where they stopped — so
-//! `ListApprovals`, `DecideApproval` and `CollectToolResults` go on exactly as before the
-//! restart. Nothing else of the run is rebuilt: pending approvals outside that turn lapse.
+//! Resuming after a restart: a run whose active invocation had a turn held for approval is
+//! rebuilt from that turn's record in the runtime's store — the invocation open, its turn still
+//! held, its gate, cycle detector and the run's budget where they stopped — so `ListApprovals`,
+//! `DecideApproval` and `CollectToolResults` go on exactly as before the restart. A
+//! runtime-driven run's record also keeps the loop's conversation; the loop itself is started
+//! again by the layer above (`runloop::resume`). Nothing else of the run is rebuilt: pending
+//! approvals outside that turn lapse.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -13,17 +15,15 @@ use crate::context::Runtime;
 use crate::state::{ApprovalState, Decision, Driver, Event, Invocation, Run, RunStatus, turn_id};
 
 /// Why an approval outside the rebuilt turn lapses.
-const LAPSED: &str = "the runtime restarted while the call was held, and only a host-driven run's held turn is kept across a restart";
+const LAPSED: &str = "the runtime restarted while the call was held, and only the held turn of a run's active invocation is kept across a restart";
 
 impl Runtime {
     /// Rebuilds `run`'s held turn, if it has one to resume; false when the run cannot resume
-    /// (then it is failed as interrupted, as before).
+    /// (then it is failed as interrupted, as before). A runtime-driven run resumes only when its
+    /// record keeps the loop's conversation.
     pub async fn resume_held(&self, run: &Arc<Run>) -> bool {
         let record = run.snapshot();
-        if record.driver != Driver::Host
-            || record.status != RunStatus::Running
-            || record.active_invocation_id.is_empty()
-        {
+        if record.status != RunStatus::Running || record.active_invocation_id.is_empty() {
             return false;
         }
         let Some(r) = self
@@ -34,11 +34,15 @@ impl Runtime {
         else {
             return false;
         };
+        let runtime_driven = r.held.conversation.is_some();
+        if runtime_driven != (record.driver == Driver::Runtime) {
+            return false;
+        }
         run.with_budget(|b| *b = r.run_budget.clone());
         let mut inv = Invocation::new(
             r.invocation_id.clone(),
             Arc::clone(run),
-            Driver::Host,
+            record.driver,
             r.snapshot_path.clone(),
             r.profile_version,
             r.inner(),
