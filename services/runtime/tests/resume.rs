@@ -244,3 +244,106 @@ async fn a_runtime_driven_call_denied_after_a_restart_never_runs_and_the_run_goe
     assert!(content.contains("denied by bob: no gambling"), "{content}");
     assert_eq!(a.mem.payloads("rs3", "model_request_created").len(), 4);
 }
+
+/// A host-driven run that delegated a task and holds a call when the runtime stops: after the
+/// restart the turn is still held, and the task — its child's loop gone — is failed as
+/// interrupted with a clear reason, journalled, and answered to the parent's `agent.await`; a new
+/// delegation is numbered after it.
+#[tokio::test]
+async fn a_task_running_at_a_restart_is_failed_as_interrupted_and_the_parent_is_told() {
+    let a = alone().await;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("worker.json");
+    // The worker thinks for a minute: it is still running when the runtime stops.
+    let slow = json!([{"delayMs": 60_000, "tool_calls": [{"function": {"name": "task_return", "arguments": {"summary": "late"}}}]}]);
+    std::fs::write(&script, slow.to_string()).unwrap();
+    a.mem.put_profile(agent(
+        "worker",
+        json!({"model": {"kind": "scripted", "script": script.display().to_string()}}),
+    ));
+    a.mem.put_profile(agent(
+        "lead",
+        json!({"tools": {"allow": ["builtin:workspace.*", "builtin:agent.*", "builtin:dice.roll"], "approvalRequired": ["builtin:dice.roll"], "maxRounds": 8}}),
+    ));
+    let opened = a.host_run("rs4", "lead").await;
+    let first = a
+        .first_turn(
+            &opened,
+            &support::calls(&[
+                (
+                    "c1",
+                    "agent_delegate",
+                    json!({"agentId": "worker", "task": "Find the answer."}),
+                ),
+                ("c2", "dice_roll", json!({"notation": "d6"})),
+            ]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(first.awaiting.len(), 1);
+    assert!(
+        eventually(|| !a.mem.payloads("rs4", "agent_task_started").is_empty()).await,
+        "the task is running"
+    );
+    let rt = a.restart().await;
+    let run = rt.run("rs4").unwrap();
+    let task = run
+        .agents
+        .task("task-1")
+        .expect("read back from the journal");
+    assert_eq!(task.status, toolplane_runtime::state::TaskStatus::Failed);
+    let failure = task.failure.unwrap();
+    assert_eq!(failure.code, "runtime.interrupted");
+    assert!(failure.message.contains("restarted"), "{}", failure.message);
+    let failed = a.mem.payloads("rs4", "agent_task_failed");
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["taskId"], "task-1");
+    assert_eq!(failed[0]["failure"]["code"], "runtime.interrupted");
+
+    let approve = Decision::Approve {
+        by: "alice".into(),
+        reason: "fine".into(),
+        remember: false,
+    };
+    rt.decide_approval(&first.awaiting[0].approval_id, None, approve)
+        .await
+        .unwrap();
+    let inv = rt.invocation(&opened.invocation.id).unwrap();
+    let done = rt
+        .collect_host_calls(
+            &inv,
+            &opened.turn_id,
+            std::time::Duration::from_secs(5),
+            None,
+        )
+        .await
+        .unwrap();
+    let next = done.next_turn_id.unwrap();
+    let awaited = support::host_turn(
+        &rt,
+        &inv,
+        &next,
+        &support::calls(&[("c3", "agent_await", json!({"taskIds": ["task-1"]}))]),
+    )
+    .await
+    .unwrap();
+    let answer = &awaited.outcome.results[0].content;
+    assert!(answer.contains("restarted"), "{answer}");
+    let again = support::host_turn(
+        &rt,
+        &inv,
+        awaited.next_turn_id.as_deref().unwrap(),
+        &support::calls(&[(
+            "c4",
+            "agent_delegate",
+            json!({"agentId": "worker", "task": "Try again."}),
+        )]),
+    )
+    .await
+    .unwrap();
+    assert!(
+        again.outcome.results[0].content.contains("task-2"),
+        "{}",
+        again.outcome.results[0].content
+    );
+}

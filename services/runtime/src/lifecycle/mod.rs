@@ -9,6 +9,7 @@ pub mod approvals;
 pub mod invocations;
 pub mod resume;
 pub mod runs;
+pub mod tasks;
 
 pub use approvals::ApprovalFilter;
 pub use invocations::{Opened, check_epoch};

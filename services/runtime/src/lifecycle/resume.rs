@@ -3,8 +3,9 @@
 //! held, its gate, cycle detector and the run's budget where they stopped — so `ListApprovals`,
 //! `DecideApproval` and `CollectToolResults` go on exactly as before the restart. A
 //! runtime-driven run's record also keeps the loop's conversation; the loop itself is started
-//! again by the layer above (`runloop::resume`). Nothing else of the run is rebuilt: pending
-//! approvals outside that turn lapse.
+//! again by the layer above (`runloop::resume`). The run's delegated tasks are read back from
+//! its journal (`tasks`); one still running at the stop is failed as interrupted. Nothing else
+//! of the run is rebuilt: pending approvals outside that turn lapse.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -59,12 +60,14 @@ impl Runtime {
             };
             let _ = self.apply(&a.id, lapse).await;
         }
+        let mut events = self.restore_tasks(run).await;
         let ev = Event::new(
             "agent_invocation_restored",
             json!({"invocationId": r.invocation_id, "round": r.held.round, "turnId": turn_id(&r.invocation_id, r.held.round), "awaiting": r.held.held.iter().map(|h| &h.approval_id).collect::<Vec<_>>()}),
         )
         .inv(&r.invocation_id);
-        if let Err(e) = self.append(run, run.epoch(), Vec::new(), vec![ev]).await {
+        events.insert(0, ev);
+        if let Err(e) = self.append(run, run.epoch(), Vec::new(), events).await {
             tracing::warn!(run = %run.id, error = %e, "journalling a restored invocation failed");
         }
         true
