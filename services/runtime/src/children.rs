@@ -36,10 +36,13 @@ impl TaskLauncher for Scheduler {
 
 impl Runtime {
     /// A runtime over `ports` and `store` that drives delegated tasks with the [`Scheduler`],
-    /// after failing every run a previous process left unfinished.
+    /// after recovering every run a previous process left unfinished: failed as interrupted, or
+    /// rebuilt at its held turn — a runtime-driven one with its loop driven on.
     pub async fn assemble(cfg: RuntimeConfig, ports: Ports, store: Arc<dyn Store>) -> Arc<Runtime> {
         let rt = Runtime::new(cfg, ports, store, Arc::new(Scheduler));
-        rt.recover().await;
+        for run in rt.recover().await {
+            crate::runloop::resume(Arc::clone(&rt), run);
+        }
         rt
     }
 }

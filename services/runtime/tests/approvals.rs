@@ -705,33 +705,6 @@ async fn a_run_cancelled_while_a_call_is_held_is_not_resumed_after_a_restart() {
     assert!(!a.mem.executed().iter().any(|t| t.ends_with("delete_repo")));
 }
 
-/// A runtime-driven run's loop is not rebuilt after a restart: its held question lapses and the
-/// run is failed as interrupted.
-#[tokio::test]
-async fn after_a_restart_a_runtime_driven_held_call_lapses_and_the_run_is_interrupted() {
-    let a = alone().await;
-    a.mem.put_profile(agent(
-        "writer",
-        json!({"tools": {"allow": ["builtin:workspace.*", "builtin:ask_user"], "maxRounds": 8}}),
-    ));
-    let script = json!([turn(&[("ask_user", json!({"question": "Which colour?"}))])]);
-    a.start(writer_run("ap9r"), scripted(script)).await;
-    let q = first_pending(&a, "ap9r").await;
-    let rt = a.restart().await;
-    let after = rt.approvals.get(&q.id).expect("read back from the store");
-    assert_eq!(after.state, ApprovalState::Expired);
-    assert_eq!(after.decided_by, "runtime");
-    let answer = Decision::Answer {
-        by: "alice".into(),
-        answer: "blue".into(),
-    };
-    let late = rt.decide_approval(&q.id, None, answer).await.unwrap_err();
-    assert_eq!(late.code(), codes::RUNTIME_APPROVAL_DECIDED);
-    let run = rt.run("ap9r").unwrap().snapshot();
-    assert_eq!(run.status, RunStatus::Failed);
-    assert_eq!(run.failure.unwrap().code, "runtime.interrupted");
-}
-
 #[tokio::test]
 async fn a_held_sub_agent_call_delegates_nothing_until_decided_and_a_denial_is_its_result() {
     let a = alone().await;

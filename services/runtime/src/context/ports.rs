@@ -436,6 +436,9 @@ pub trait ToolHosts: Send + Sync + Debug {
 #[async_trait]
 pub trait ModelCall: Send + Sync + Debug {
     fn endpoint(&self) -> &Endpoint;
+    /// The endpoint a loop resumed after a restart goes on with: for a scripted model, without
+    /// the turns already played.
+    fn resumable_endpoint(&self) -> Endpoint;
     /// One attempt: the request from the system prompt, the provider-native history and the
     /// turn's tool fields; the response body. Whether a failure is worth retrying is the error's.
     async fn call(

@@ -13,6 +13,7 @@ pub mod invocations;
 pub mod lease;
 pub mod resume;
 pub mod runs;
+pub mod tasks;
 
 pub use approvals::ApprovalFilter;
 pub use invocations::{Opened, check_epoch};

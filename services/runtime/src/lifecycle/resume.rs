@@ -1,8 +1,11 @@
-//! Resuming after a restart: a host-driven run whose active invocation had a turn held for
-//! approval is rebuilt from that turn's record in the runtime's store — the invocation open, its
-//! turn still held, its gate, cycle detector and the run's budget where they stopped — so
-//! `ListApprovals`, `DecideApproval` and `CollectToolResults` go on exactly as before the
-//! restart. Nothing else of the run is rebuilt: pending approvals outside that turn lapse.
+//! Resuming after a restart: a run whose active invocation had a turn held for approval is
+//! rebuilt from that turn's record in the runtime's store — the invocation open, its turn still
+//! held, its gate, cycle detector and the run's budget where they stopped — so `ListApprovals`,
+//! `DecideApproval` and `CollectToolResults` go on exactly as before the restart. A
+//! runtime-driven run's record also keeps the loop's conversation; the loop itself is started
+//! again by the layer above (`runloop::resume`). The run's delegated tasks are read back from
+//! its journal (`tasks`); one still running at the stop is failed as interrupted. Nothing else
+//! of the run is rebuilt: pending approvals outside that turn lapse.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -13,17 +16,15 @@ use crate::context::Runtime;
 use crate::state::{ApprovalState, Decision, Driver, Event, Invocation, Run, RunStatus, turn_id};
 
 /// Why an approval outside the rebuilt turn lapses.
-const LAPSED: &str = "the runtime restarted while the call was held, and only a host-driven run's held turn is kept across a restart";
+const LAPSED: &str = "the runtime restarted while the call was held, and only the held turn of a run's active invocation is kept across a restart";
 
 impl Runtime {
     /// Rebuilds `run`'s held turn, if it has one to resume; false when the run cannot resume
-    /// (then it is failed as interrupted, as before).
+    /// (then it is failed as interrupted, as before). A runtime-driven run resumes only when its
+    /// record keeps the loop's conversation.
     pub async fn resume_held(&self, run: &Arc<Run>) -> bool {
         let record = run.snapshot();
-        if record.driver != Driver::Host
-            || record.status != RunStatus::Running
-            || record.active_invocation_id.is_empty()
-        {
+        if record.status != RunStatus::Running || record.active_invocation_id.is_empty() {
             return false;
         }
         let Some(r) = self
@@ -34,11 +35,15 @@ impl Runtime {
         else {
             return false;
         };
+        let runtime_driven = r.held.conversation.is_some();
+        if runtime_driven != (record.driver == Driver::Runtime) {
+            return false;
+        }
         run.with_budget(|b| *b = r.run_budget.clone());
         let mut inv = Invocation::new(
             r.invocation_id.clone(),
             Arc::clone(run),
-            Driver::Host,
+            record.driver,
             r.snapshot_path.clone(),
             r.profile_version,
             r.inner(),
@@ -55,12 +60,14 @@ impl Runtime {
             };
             let _ = self.apply(&a.id, lapse).await;
         }
+        let mut events = self.restore_tasks(run).await;
         let ev = Event::new(
             "agent_invocation_restored",
             json!({"invocationId": r.invocation_id, "round": r.held.round, "turnId": turn_id(&r.invocation_id, r.held.round), "awaiting": r.held.held.iter().map(|h| &h.approval_id).collect::<Vec<_>>()}),
         )
         .inv(&r.invocation_id);
-        if let Err(e) = self.append(run, run.epoch(), Vec::new(), vec![ev]).await {
+        events.insert(0, ev);
+        if let Err(e) = self.append(run, run.epoch(), Vec::new(), events).await {
             tracing::warn!(run = %run.id, error = %e, "journalling a restored invocation failed");
         }
         true

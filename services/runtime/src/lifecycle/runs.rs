@@ -170,51 +170,56 @@ impl Runtime {
         })
     }
 
-    /// Runs left running by a previous process: a host-driven run whose active invocation had a
-    /// turn held for approval is rebuilt with that turn still held (`resume_held`); every other
-    /// one is failed as interrupted — nothing is silently lost, and the journal says so
+    /// Runs left running by a previous process: a run whose active invocation had a turn held
+    /// for approval is rebuilt with that turn still held (`resume_held`); every other one is
+    /// failed as interrupted — nothing is silently lost, and the journal says so
     /// (docs/runtime.md, docs/approvals.md).
-    pub async fn recover(&self) {
+    /// Returns the runtime-driven runs rebuilt this way: their loops are to be driven on.
+    pub async fn recover(&self) -> Vec<Arc<Run>> {
         self.load_approvals().await;
-        let Ok(prefix) = key("runs") else { return };
+        let mut resumed = Vec::new();
+        let Ok(prefix) = key("runs") else {
+            return resumed;
+        };
         let mut after: Option<Key> = None;
         loop {
             let page = match self.store().list(Some(&prefix), after.as_ref(), 1000).await {
                 Ok(p) => p,
                 Err(e) => {
                     tracing::warn!(error = %e, "listing runs for recovery failed");
-                    return;
+                    return resumed;
                 }
             };
             for k in &page.keys {
-                self.recover_one(k).await;
+                if let Some(run) = self.recover_one(k).await
+                    && run.snapshot().driver == Driver::Runtime
+                {
+                    resumed.push(run);
+                }
             }
             match page.next_start_after {
                 Some(n) => after = Some(n),
-                None => break,
+                None => return resumed,
             }
         }
     }
 
-    async fn recover_one(&self, k: &Key) {
-        let Ok(Some(obj)) = self.store().get(k).await else {
-            return;
-        };
-        let Ok(record) = serde_json::from_slice::<RunRecord>(&obj.bytes) else {
-            return;
-        };
+    /// Reads one run back; the run when it was rebuilt to go on.
+    async fn recover_one(&self, k: &Key) -> Option<Arc<Run>> {
+        let obj = self.store().get(k).await.ok()??;
+        let record = serde_json::from_slice::<RunRecord>(&obj.bytes).ok()?;
         let interrupted = !record.status.is_terminal();
         // A finished run's journal end is read back when someone asks (`last_seq`).
         let run = Arc::new(Run::new(record, 0));
         self.insert_run(run.clone());
         if !interrupted {
-            return;
+            return None;
         }
         let next = self.journal_end(&run).await.map(|s| s + 1).unwrap_or(1);
         let run = Arc::new(Run::new(run.snapshot(), next));
         self.insert_run(run.clone());
         if self.resume_held(&run).await {
-            return;
+            return Some(run);
         }
         let failure = Failure {
             code: codes::RUNTIME_INTERRUPTED.as_str().into(),
@@ -230,6 +235,7 @@ impl Runtime {
         if let Err(e) = self.end_run(&run, RunStatus::Failed, Some(failure)).await {
             tracing::warn!(run = %run.id, error = %e, "marking an interrupted run failed");
         }
+        None
     }
 
     /// The successful end of a run: `persist/` is promoted, the workspace sealed, `run_completed`.

@@ -22,6 +22,9 @@ pub struct Endpoint {
     pub base_url: String,
     pub model: String,
     pub api_key: Option<String>,
+    /// The environment variable `api_key` was read from, so a resumed run reads it again rather
+    /// than the key being stored.
+    pub api_key_env: Option<String>,
     pub timeout: Duration,
     pub max_retries: u32,
     pub max_output_tokens: Option<u32>,
@@ -140,6 +143,7 @@ impl Endpoint {
             base_url: base_url(kind, &e.base_url)?,
             model: e.model.clone(),
             api_key: api_key(e.api_key_env.as_deref())?,
+            api_key_env: e.api_key_env.clone().filter(|v| !v.is_empty()),
             timeout: if e.timeout_ms == 0 {
                 default_timeout
             } else {
@@ -186,6 +190,7 @@ impl Endpoint {
             base_url: base_url(e.kind, e.base_url.as_deref().unwrap_or_default())?,
             model: e.model.clone().unwrap_or_default(),
             api_key: api_key(e.api_key_env.as_deref())?,
+            api_key_env: e.api_key_env.clone().filter(|v| !v.is_empty()),
             timeout: e
                 .timeout_ms
                 .map(|t| Duration::from_millis(u64::from(t)))

@@ -83,6 +83,20 @@ impl ModelClient {
         &self.endpoint
     }
 
+    /// The endpoint a loop resumed after a restart goes on with: this one, and for a scripted
+    /// model only the turns it has not played yet.
+    pub fn resumable_endpoint(&self) -> Endpoint {
+        let mut e = self.endpoint.clone();
+        if let Some(turns) = e.script.as_mut() {
+            let played = match self.script_pos.lock() {
+                Ok(p) => *p,
+                Err(p) => *p.into_inner(),
+            };
+            turns.drain(..played.min(turns.len()));
+        }
+        e
+    }
+
     /// One attempt: the request body from the system prompt, the history and the turn's tool
     /// fields; returns the response body.
     pub async fn call(

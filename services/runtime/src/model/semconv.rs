@@ -65,6 +65,7 @@ mod tests {
             base_url: base_url.into(),
             model: "m".into(),
             api_key: None,
+            api_key_env: None,
             timeout: Duration::from_secs(1),
             max_retries: 0,
             max_output_tokens: None,

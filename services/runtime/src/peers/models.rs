@@ -57,6 +57,10 @@ impl ModelCall for ModelClient {
         ModelClient::endpoint(self)
     }
 
+    fn resumable_endpoint(&self) -> Endpoint {
+        ModelClient::resumable_endpoint(self)
+    }
+
     async fn call(
         &self,
         system: &str,

@@ -48,8 +48,8 @@ pub fn in_order(
     None
 }
 
-/// The refusal of a finishing tool after a call of the same (host-driven) turn was held for
-/// approval: the turn cannot end while a call of it waits.
+/// The refusal of a finishing tool after a call of the same turn was held for approval: the turn
+/// cannot end while a call of it waits.
 pub fn after_held(
     binding: &ToolBinding,
     call: &ToolInvocation,

@@ -1,5 +1,6 @@
-//! Collecting a host-driven turn whose calls were held (`CollectToolResults`): waits a bounded
-//! time for every held call's decision; then, in call order, an approved call is marked started
+//! Collecting a turn whose calls were held — by the host (`CollectToolResults`), or by the
+//! runtime-driven loop through [`Runtime::wait_decisions`] and [`Runtime::run_held`]: waits a
+//! bounded time for every held call's decision; then, in call order, an approved call is marked started
 //! in the runtime's store (so it runs at most once, also across a restart) and run through the
 //! same execute → record steps as any call, a denied or expired one gets its refusal, an answered
 //! question its answer. The turn then ends as any turn does: effects, the auto-publish, the turn's
@@ -99,7 +100,7 @@ impl Runtime {
 
     /// Waits up to `wait` until no held call is pending (expiring overdue ones); the calls
     /// still pending.
-    async fn wait_decisions(&self, held: &[HeldCall], wait: Duration) -> Vec<HeldCall> {
+    pub(crate) async fn wait_decisions(&self, held: &[HeldCall], wait: Duration) -> Vec<HeldCall> {
         let deadline = Instant::now() + wait;
         loop {
             let changed = self.approvals.changed();
@@ -125,7 +126,7 @@ impl Runtime {
     }
 
     /// Runs or answers every held call of the turn, in call order, and ends the turn's effects.
-    async fn run_held(
+    pub(crate) async fn run_held(
         &self,
         inv: &Arc<Invocation>,
         inner: &mut InvocationInner,

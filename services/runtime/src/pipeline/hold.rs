@@ -1,12 +1,10 @@
 //! Holding a call for a person (docs/approvals.md): after governance, a call whose binding needs
 //! approval — a policy's `approvalRequired`, a profile's `tools.approvalRequired`, an MCP
 //! permission ASK — and every `ask_user` question becomes an approval with a card, saved and
-//! journalled (`tool_call_awaiting_approval`) before anything runs. A runtime-driven invocation
-//! waits here for the decision (or the timeout, or the run's cancel); a host-driven one leaves
-//! the call held and the host collects it later (`CollectToolResults`). A decision turns into
+//! journalled (`tool_call_awaiting_approval`) before anything runs. The call stays held in its
+//! turn: a host-driven turn is collected by the host later (`CollectToolResults`), a
+//! runtime-driven one by its loop, which waits for the decisions (runloop). A decision turns into
 //! [`Hold::Run`] (the call runs), an answer, or a recoverable refusal the model reads.
-
-use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use toolplane_core::builtin;
@@ -22,14 +20,11 @@ use crate::config::TimeoutOutcome;
 use crate::context::Runtime;
 use crate::error::RuntimeError;
 use crate::state::{
-    Approval, ApprovalKind, ApprovalState, Decision, Driver, Event, Invocation, InvocationInner,
-    now_ms,
+    Approval, ApprovalKind, ApprovalState, Event, Invocation, InvocationInner, now_ms,
 };
 
 /// String values longer than this are cut on the card.
 const CARD_VALUE_CHARS: usize = 200;
-/// How often a waiting call looks at its run's cancel flag.
-const CANCEL_POLL: Duration = Duration::from_millis(200);
 
 /// What holding decided for a call.
 #[derive(Debug)]
@@ -39,7 +34,7 @@ pub enum Hold {
     /// The call's result without running it: a question's answer (`known`) or a refusal.
     Answered(AgentToolResult),
     Refused(AgentToolResult),
-    /// Host-driven: the call stays held under this approval.
+    /// The call stays held under this approval until its turn is collected.
     Held(String),
 }
 
@@ -93,11 +88,7 @@ pub async fn hold(
     events.push(Event::new("tool_call_awaiting_approval", payload).inv(&inv.id));
     rt.append(&inv.run, inv.run.epoch(), Vec::new(), events)
         .await?;
-    if inv.driver == Driver::Host {
-        return Ok(Hold::Held(a.id));
-    }
-    let decided = wait(rt, inv, &a.id).await?;
-    Ok(resolve(&decided, call))
+    Ok(Hold::Held(a.id))
 }
 
 /// What a decided approval means for its call.
@@ -138,39 +129,6 @@ pub fn resolve(a: &Approval, call: &ToolInvocation) -> Hold {
         )
         .with_structured(json!({"approvalId": a.id, "decidedBy": a.decided_by, "reason": a.reason, "state": a.state})),
     )
-}
-
-/// Waits for approval `id` to be decided: a person's decision, its timeout (expired here), or the
-/// run's cancel (lapsed).
-async fn wait(rt: &Runtime, inv: &Invocation, id: &str) -> Result<Approval, RuntimeError> {
-    loop {
-        let changed = rt.approvals.changed();
-        let Some(a) = rt.expire_if_overdue(id).await else {
-            return Err(RuntimeError::not_found(format!("no approval `{id}`")));
-        };
-        if a.state != ApprovalState::Pending {
-            return Ok(a);
-        }
-        if inv.run.is_cancelled() {
-            let reason = "the run was cancelled".to_owned();
-            return match rt.apply(id, Decision::Lapse { reason }).await {
-                Ok(a) => Ok(a),
-                Err(_) => rt
-                    .approvals
-                    .get(id)
-                    .ok_or_else(|| RuntimeError::not_found(id.to_owned())),
-            };
-        }
-        let mut sleep = CANCEL_POLL;
-        if a.expires_ms > 0 {
-            let left = u64::try_from(a.expires_ms.saturating_sub(now_ms())).unwrap_or(0);
-            sleep = sleep.min(Duration::from_millis(left.max(1)));
-        }
-        tokio::select! {
-            () = changed => {}
-            () = tokio::time::sleep(sleep) => {}
-        }
-    }
 }
 
 fn new_approval(

@@ -453,6 +453,7 @@ fn hold_turn(
         held,
         last_mutation: outcome.last_mutation.take(),
         next_choice,
+        conversation: None,
     });
     HostTurn {
         outcome,

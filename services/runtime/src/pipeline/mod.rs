@@ -4,9 +4,9 @@
 //! view, audit objects, journal records) — and after the turn, [`turn_end`] (terminal tools, the
 //! round limit, the next turn) and [`publish`] (the one auto-publish).
 //!
-//! A call that needs a person is held after governance ([`hold`]): the runtime-driven loop waits
-//! for the decision; a host-driven turn answers the other calls and keeps the held ones for
-//! `CollectToolResults` ([`collect`]).
+//! A call that needs a person is held after governance ([`hold`]): the turn answers its other
+//! calls and keeps the held ones, collected by the host (`CollectToolResults`) or by the
+//! runtime-driven loop once decided — both through [`collect`].
 //!
 //! Host-driven `ExecuteToolCalls` ([`host`]) and the runtime-driven loop both run turns through
 //! [`run_turn`], so the two modes cannot drift apart. The invocation's lock is held by the caller
@@ -76,7 +76,7 @@ pub struct TurnOutcome {
     pub results: Vec<AgentToolResult>,
     pub details: Vec<CallDetail>,
     pub terminal: Option<Terminal>,
-    /// Host-driven: the calls held for a decision (their places in `results` hold placeholders).
+    /// The calls held for a decision (their places in `results` hold placeholders).
     pub held: Vec<HeldCall>,
     /// The last successful write or patch of the turn (the auto-publish candidate).
     pub last_mutation: Option<String>,
@@ -95,7 +95,7 @@ pub(crate) struct Progress {
 struct Decided {
     d: Dispatched,
     stop: Option<Failure>,
-    /// Host-driven: the call is held under this approval, with the cycle detector's verdict.
+    /// The call is held under this approval, with the cycle detector's verdict.
     held: Option<(String, CycleVerdict)>,
 }
 

@@ -8,21 +8,24 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use toolplane_core::builtin;
 use toolplane_core::error as codes;
+use toolplane_core::invocation::ToolInvocation;
 use toolplane_core::run_budget::Exhausted;
 use toolplane_core::snapshot::ExitPolicy;
 use toolplane_core::turn::ToolTurnContract;
+use toolplane_model::context::StoredResult;
 use toolplane_model::{DecodedTurn, ProviderFormat};
 use tracing::Instrument;
 
-use super::LoopEnd;
+use super::{LoopEnd, held};
 use crate::context::Runtime;
 use crate::context::ports::{ExecuteCall, ModelCall, ToolHost};
 use crate::error::RuntimeError;
 use crate::model::provider::{Endpoint, user_message};
 use crate::model::semconv;
-use crate::pipeline::{TurnEnd, run_turn};
+use crate::pipeline::{TurnEnd, TurnOutcome, run_turn};
 use crate::state::{
-    AuditObject, Event, Failure, Invocation, InvocationInner, InvocationStatus, Run, Stop,
+    AuditObject, Conversation, Event, Failure, Invocation, InvocationInner, InvocationStatus, Run,
+    Stop,
 };
 use crate::tools::agents::{injection_text, take_injections};
 use crate::tools::executors::tool_context;
@@ -57,6 +60,34 @@ pub async fn drive_invocation(
         if inner.status != InvocationStatus::Open {
             return Ok(LoopEnd::Closed);
         }
+        let round = inner.round;
+        let max_rounds = max_rounds(&inner, spec_rounds);
+        // A turn held for a person (by this loop, or before a restart) is settled first.
+        if inner.held.is_some() {
+            let Some((calls, outcome)) = held::settle(rt, inv, &mut inner, stop).await? else {
+                return Ok(LoopEnd::Cancelled);
+            };
+            let turn = EndedTurn {
+                calls: &calls,
+                outcome,
+                round,
+                max_rounds,
+            };
+            match end_turn(
+                rt,
+                inv,
+                &mut inner,
+                format,
+                turn,
+                &mut history,
+                &mut results_stored,
+            )
+            .await?
+            {
+                Some(end) => return Ok(end),
+                None => continue,
+            }
+        }
         if let Some(failure) = budget_used_up(rt, run, inv, &mut inner).await? {
             return Ok(LoopEnd::Failed(failure));
         }
@@ -64,12 +95,6 @@ pub async fn drive_invocation(
         if !injected.is_empty() {
             history.push(user_message(format, &injection_text(&injected)));
         }
-        let round = inner.round;
-        let max_rounds = if spec_rounds > 0 {
-            spec_rounds.min(inner.snapshot.max_rounds)
-        } else {
-            inner.snapshot.max_rounds
-        };
         let tools = toolplane_model::encode_tools(format, &inner.turn, &inner.snapshot)?;
         trim::fit_history(
             rt,
@@ -180,46 +205,112 @@ pub async fn drive_invocation(
         }
 
         let calls = decoded.invocations.clone();
-        let outcome = run_turn(rt, inv, &mut inner, decoded.invocations, &inv.run.cell).await?;
-        history.extend(toolplane_model::encode_results(
-            format,
-            &inner.turn,
-            &calls,
-            &outcome.results,
-        )?);
-        results_stored.extend(trim::stored_results(inv, &calls, &outcome.results));
-        let end = if round >= max_rounds && outcome.terminal.is_none() {
-            let f = Failure {
-                code: codes::AGENT_MAX_TOOL_ROUNDS_EXCEEDED.as_str().into(),
-                message: format!("the invocation used all {max_rounds} rounds without finishing"),
-                retryable: true,
+        let mut outcome = run_turn(rt, inv, &mut inner, decoded.invocations, &inv.run.cell).await?;
+        if !outcome.held.is_empty() {
+            let conversation = Conversation {
+                endpoint: super::resume::stored_endpoint(&client.resumable_endpoint()),
+                system: system.to_owned(),
+                history: history.clone(),
+                spec_rounds,
             };
-            rt.fail_invocation(inv, &mut inner, f.clone()).await?;
-            TurnEnd {
-                status: InvocationStatus::Failed,
-                failure: Some(f),
-                handoff: None,
-            }
-        } else {
-            rt.after_turn(inv, &mut inner, &outcome).await?
+            held::park(rt, inv, &mut inner, calls, &mut outcome, conversation).await;
+            continue;
+        }
+        let turn = EndedTurn {
+            calls: &calls,
+            outcome,
+            round,
+            max_rounds,
         };
-        return Ok(match end.status {
-            InvocationStatus::Open => continue,
-            InvocationStatus::Failed => LoopEnd::Failed(end.failure.unwrap_or(Failure {
-                code: codes::RUNTIME_INTERRUPTED.as_str().into(),
-                message: "the invocation failed".into(),
-                retryable: true,
-            })),
-            InvocationStatus::Finished => LoopEnd::Finished,
-            InvocationStatus::Returned => LoopEnd::Returned,
-            InvocationStatus::HandedOff => match end.handoff {
-                Some(h) => LoopEnd::HandedOff(Box::new(h)),
-                None => LoopEnd::Closed,
-            },
-            InvocationStatus::Cancelled => LoopEnd::Cancelled,
-            InvocationStatus::Closed => LoopEnd::Closed,
-        });
+        match end_turn(
+            rt,
+            inv,
+            &mut inner,
+            format,
+            turn,
+            &mut history,
+            &mut results_stored,
+        )
+        .await?
+        {
+            Some(end) => return Ok(end),
+            None => continue,
+        }
     }
+}
+
+/// The rounds the invocation may use: the snapshot's, narrowed by the run spec's (0: none).
+fn max_rounds(inner: &InvocationInner, spec_rounds: u32) -> u32 {
+    if spec_rounds > 0 {
+        spec_rounds.min(inner.snapshot.max_rounds)
+    } else {
+        inner.snapshot.max_rounds
+    }
+}
+
+/// A turn whose every call has its result.
+struct EndedTurn<'a> {
+    calls: &'a [ToolInvocation],
+    outcome: TurnOutcome,
+    round: u32,
+    max_rounds: u32,
+}
+
+/// Puts a turn's results into the history and ends the turn: the round limit, then the turn's
+/// effects. `None` while the invocation stays open.
+async fn end_turn(
+    rt: &Runtime,
+    inv: &Arc<Invocation>,
+    inner: &mut InvocationInner,
+    format: ProviderFormat,
+    turn: EndedTurn<'_>,
+    history: &mut Vec<Value>,
+    results_stored: &mut Vec<StoredResult>,
+) -> Result<Option<LoopEnd>, RuntimeError> {
+    let EndedTurn {
+        calls,
+        outcome,
+        round,
+        max_rounds,
+    } = turn;
+    history.extend(toolplane_model::encode_results(
+        format,
+        &inner.turn,
+        calls,
+        &outcome.results,
+    )?);
+    results_stored.extend(trim::stored_results(inv, calls, &outcome.results));
+    let end = if round >= max_rounds && outcome.terminal.is_none() {
+        let f = Failure {
+            code: codes::AGENT_MAX_TOOL_ROUNDS_EXCEEDED.as_str().into(),
+            message: format!("the invocation used all {max_rounds} rounds without finishing"),
+            retryable: true,
+        };
+        rt.fail_invocation(inv, inner, f.clone()).await?;
+        TurnEnd {
+            status: InvocationStatus::Failed,
+            failure: Some(f),
+            handoff: None,
+        }
+    } else {
+        rt.after_turn(inv, inner, &outcome).await?
+    };
+    Ok(match end.status {
+        InvocationStatus::Open => None,
+        InvocationStatus::Failed => Some(LoopEnd::Failed(end.failure.unwrap_or(Failure {
+            code: codes::RUNTIME_INTERRUPTED.as_str().into(),
+            message: "the invocation failed".into(),
+            retryable: true,
+        }))),
+        InvocationStatus::Finished => Some(LoopEnd::Finished),
+        InvocationStatus::Returned => Some(LoopEnd::Returned),
+        InvocationStatus::HandedOff => Some(match end.handoff {
+            Some(h) => LoopEnd::HandedOff(Box::new(h)),
+            None => LoopEnd::Closed,
+        }),
+        InvocationStatus::Cancelled => Some(LoopEnd::Cancelled),
+        InvocationStatus::Closed => Some(LoopEnd::Closed),
+    })
 }
 
 /// Ends the invocation before its next model request when the run's budget is used up: a call

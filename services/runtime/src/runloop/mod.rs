@@ -4,7 +4,9 @@
 //! (model calls, history, drift recovery, the same turn pipeline as host-driven calls); delegated
 //! children run through it too (the `children` layer).
 
+mod held;
 pub mod invocation;
+mod resume;
 mod retry;
 mod trim;
 
@@ -17,6 +19,7 @@ use toolplane_core::turn::ToolChoice;
 use toolplane_core::{Profile, builtin};
 
 use crate::context::Runtime;
+use crate::context::ports::ModelCall;
 use crate::error::RuntimeError;
 use crate::lifecycle::NewRun;
 use crate::lifecycle::runs::unfinished_end;
@@ -24,6 +27,7 @@ use crate::model::provider::{Endpoint, user_message};
 use crate::pipeline::HandedOff;
 use crate::state::{Driver, Failure, Invocation, Run, Stop};
 pub use invocation::drive_invocation;
+pub use resume::resume;
 
 /// A runtime-driven run to start: the run, the model endpoint its spec names (if any) and the
 /// spec's round limit (0: the snapshot's).
@@ -70,20 +74,25 @@ pub async fn start(rt: Arc<Runtime>, spec: RunStart) -> Result<Arc<Run>, Runtime
     let driven = run.clone();
     tokio::spawn(async move {
         if let Err(e) = drive(&rt, &driven, endpoint, max_rounds).await {
-            tracing::warn!(run = %driven.id, error = %e, "run loop failed");
-            let retryable = e.code().class() == ErrorClass::System;
-            let failure = Failure {
-                code: e.code().as_str().into(),
-                message: e.0.message.clone(),
-                retryable,
-            };
-            let status = unfinished_end(&driven.snapshot());
-            if let Err(e2) = rt.end_run(&driven, status, Some(failure)).await {
-                tracing::warn!(run = %driven.id, error = %e2, "recording the run's failure failed");
-            }
+            record_failure(&rt, &driven, e).await;
         }
     });
     Ok(run)
+}
+
+/// Records a loop's system failure as the run's end.
+async fn record_failure(rt: &Runtime, run: &Run, e: RuntimeError) {
+    tracing::warn!(run = %run.id, error = %e, "run loop failed");
+    let retryable = e.code().class() == ErrorClass::System;
+    let failure = Failure {
+        code: e.code().as_str().into(),
+        message: e.0.message.clone(),
+        retryable,
+    };
+    let status = unfinished_end(&run.snapshot());
+    if let Err(e2) = rt.end_run(run, status, Some(failure)).await {
+        tracing::warn!(run = %run.id, error = %e2, "recording the run's failure failed");
+    }
 }
 
 /// The model endpoint of a run whose spec names none: the profile's, resolved now so that a run
@@ -140,17 +149,40 @@ async fn drive(
             Driver::Runtime,
         )
         .await?;
-    let mut inv = opened.invocation;
-    let mut client = rt
+    let client = rt
         .ports
         .models
         .client(&run.cell, endpoint)
         .map_err(RuntimeError::invalid)?;
-    let mut system = system_prompt(&inv, &record.system_prompt).await;
-    let mut history: Vec<Value> = vec![user_message(
+    let system = system_prompt(&opened.invocation, &record.system_prompt).await;
+    let history: Vec<Value> = vec![user_message(
         client.endpoint().format(),
         &record.initial_user_message,
     )];
+    drive_owner(
+        rt,
+        run,
+        opened.invocation,
+        client,
+        system,
+        history,
+        spec_rounds,
+    )
+    .await
+}
+
+/// Drives the run's owner `inv` from `history` to the run's end, following handoffs: from a new
+/// run's first message, or from a held turn rebuilt after a restart.
+async fn drive_owner(
+    rt: &Runtime,
+    run: &Arc<Run>,
+    mut inv: Arc<Invocation>,
+    mut client: Box<dyn ModelCall>,
+    mut system: String,
+    mut history: Vec<Value>,
+    spec_rounds: u32,
+) -> Result<(), RuntimeError> {
+    let record = run.snapshot();
     let stop = Stop::run(Arc::clone(run));
 
     loop {

@@ -56,12 +56,14 @@ pub struct InvocationInner {
     pub found: Vec<(ToolId, u32)>,
     /// The snapshot's search index, built on the first search.
     pub search_index: Option<Arc<SnapshotToolSearch>>,
-    /// A host-driven turn whose held calls wait for decisions (`CollectToolResults`).
+    /// A turn whose held calls wait for decisions (collected by the host, or settled by the
+    /// runtime-driven loop).
     pub held: Option<HeldTurn>,
 }
 
-/// A host-driven turn with calls held for approval: its calls, the results so far (the held
-/// calls' places hold placeholders) and what collecting it needs.
+/// A turn with calls held for approval: its calls, the results so far (the held calls' places
+/// hold placeholders) and what collecting it needs — by the host (`CollectToolResults`) or, for a
+/// runtime-driven turn, by the loop itself.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HeldTurn {
@@ -73,6 +75,22 @@ pub struct HeldTurn {
     pub last_mutation: Option<String>,
     /// The host's tool choice for the next turn, applied when the turn is collected.
     pub next_choice: Option<toolplane_core::turn::ToolChoice>,
+    /// A runtime-driven turn: what the loop needs to go on once the turn is settled, also after
+    /// a restart. `None` for a host-driven turn (the host keeps its own conversation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<Conversation>,
+}
+
+/// A runtime-driven loop's conversation at a held turn: the model endpoint (without its key; the
+/// key's variable is read again), the system prompt, the provider-native history up to and with
+/// the assistant message whose calls are held, and the run spec's round limit.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Conversation {
+    pub endpoint: serde_json::Value,
+    pub system: String,
+    pub history: Vec<serde_json::Value>,
+    pub spec_rounds: u32,
 }
 
 /// One held call of a turn: its place, its approval and the cycle detector's verdict.

@@ -12,7 +12,9 @@ pub mod tasks;
 
 pub use approvals::{Approval, ApprovalKind, ApprovalState, Approvals, Decision};
 pub use held::HeldRecord;
-pub use invocation::{HeldCall, HeldTurn, Invocation, InvocationInner, InvocationStatus, turn_id};
+pub use invocation::{
+    Conversation, HeldCall, HeldTurn, Invocation, InvocationInner, InvocationStatus, turn_id,
+};
 pub use journal::{AuditObject, Event, Journal, JournalAppend, Level, Record, now_ms};
 pub use run::{Driver, Failure, Run, RunMode, RunRecord, RunStatus, RunToolHostRecord};
 pub use tasks::{CancelFlag, PendingTask, RunAgents, Stop, Task, TaskResult, TaskStatus};

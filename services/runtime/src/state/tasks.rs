@@ -295,6 +295,13 @@ impl RunAgents {
         self.len() == 0
     }
 
+    /// Puts tasks read back after a restart into the book as they are — none is started again —
+    /// so they can be awaited, and later tasks are numbered after them.
+    pub fn restore(&self, restored: Vec<Task>) {
+        lock(&self.tasks).extend(restored);
+        self.changed.send_modify(|v| *v += 1);
+    }
+
     /// Registers a queued task of `parent` for `target` and keeps it pending until
     /// [`RunAgents::take_pending`]; the task as registered.
     pub fn register(

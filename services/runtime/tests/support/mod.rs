@@ -446,6 +446,10 @@ impl ModelCall for Flaky {
         self.client.endpoint()
     }
 
+    fn resumable_endpoint(&self) -> Endpoint {
+        self.client.resumable_endpoint()
+    }
+
     async fn call(
         &self,
         system: &str,
@@ -555,6 +559,7 @@ pub fn scripted(turns: Value) -> Endpoint {
         base_url: String::new(),
         model: "script".into(),
         api_key: None,
+        api_key_env: None,
         timeout: Duration::from_secs(10),
         max_retries: 0,
         max_output_tokens: None,

@@ -1,6 +1,7 @@
 //! The web console in a real browser (docs/console.md): Debian's chromium driven headless through
 //! chromedriver. A runtime-driven run whose file write needs approval shows its card with the
-//! argument summary; Approve in the page lets the call run, and the timeline shows it complete.
+//! argument summary; Approve in the page lets the call run, and the timeline shows it complete;
+//! Deny with a reason keeps it from running, and the timeline shows the denial and the reason.
 //! An `ask_user` question appears in the console, and an answer typed there reaches the model.
 //! With authentication on, the console asks for a token: a reader sees the card without the
 //! buttons, an agent's token approves and is named as who decided. Without a browser: with
@@ -254,6 +255,65 @@ async fn a_held_call_is_approved_in_the_browser_and_completes_in_the_timeline() 
         .filter(|e| payload(e)["alias"] == "workspace_write_file")
         .count();
     assert_eq!(written, 1, "the approved call ran once");
+    c.close().await.unwrap();
+    h.plane.shutdown().await;
+}
+
+/// Deny with a reason in the page: the call never runs, and the timeline shows the denial with
+/// the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_call_is_denied_in_the_browser_and_the_timeline_shows_the_denial() {
+    let driver = driver().await;
+    let mut h = harness().await;
+    h.put_profile(json!({
+        "id": "writer",
+        "tools": {"allow": ["builtin:workspace.*"], "approvalRequired": ["builtin:workspace.write_file"], "maxRounds": 8}
+    }))
+    .await;
+    let model = spawn_model_server(vec![ScriptedReply::tool_calls(
+        1,
+        &[(
+            "workspace_write_file",
+            json!({"path": "output/main.md", "content": "The answer is 41."}),
+        )],
+    )])
+    .await
+    .unwrap();
+    let run = h.start_run(spec("writer", &model.base_url())).await;
+
+    let c = browser(&driver).await;
+    let console = format!("{}/console", h.plane.metrics_urls()[0]);
+    c.goto(&format!("{console}#/run/{run}")).await.unwrap();
+    wait_text(&c, "[data-approval]", "workspace_write_file").await;
+    c.find(Locator::Css("[data-approval] input[name=reason]"))
+        .await
+        .unwrap()
+        .send_keys("the answer is wrong")
+        .await
+        .unwrap();
+    click(&c, "[data-approval] button.deny").await;
+    let row = wait_text(
+        &c,
+        "#timeline li[data-kind=tool_call_denied]",
+        "the answer is wrong",
+    )
+    .await;
+    assert!(row.contains("denied"), "{row}");
+    let journal = h.journal(&run).await;
+    let denied: Vec<Value> = journal
+        .iter()
+        .filter(|e| e.r#type == "tool_call_denied")
+        .map(payload)
+        .collect();
+    assert_eq!(denied.len(), 1, "{:?}", types(&journal));
+    assert_eq!(denied[0]["reason"], "the answer is wrong");
+    assert!(
+        !journal
+            .iter()
+            .any(|e| e.r#type == "tool_call_started"
+                && payload(e)["alias"] == "workspace_write_file"),
+        "a denied call never runs"
+    );
     c.close().await.unwrap();
     h.plane.shutdown().await;
 }

@@ -494,3 +494,122 @@ async fn a_deadline_passed_while_stopped_expires_right_after_the_restart() {
     assert_eq!(echo_calls(&call_log), 0);
     h.plane.shutdown().await;
 }
+
+/// A runtime-driven run whose model called the fixture's `echo` (held) when the plane stopped:
+/// after the restart on the same data directory the call is still `PENDING` and nothing was
+/// sent; approved, it runs once, the model's next request carries its result, and the run
+/// completes — the loop went on where it stopped, nothing before the restart asked again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_driven_run_held_across_a_restart_goes_on_when_approved_and_completes() {
+    use toolplane_testkit::model_server::{ScriptedReply, spawn_model_server};
+    let data = tempfile::tempdir().unwrap();
+    let data_dir = data.path().to_path_buf();
+    let call_log = data.path().join("calls.log");
+    let mut h = harness_with(|c| c.data_dir = data_dir.clone()).await;
+    ask_fixture(&mut h, &call_log).await;
+    h.put_profile(
+        json!({"id": "looper", "tools": {"allow": ["mcp:fixture/echo", "builtin:workspace.*"]}}),
+    )
+    .await;
+    let model = spawn_model_server(vec![
+        ScriptedReply::tool_calls(
+            1,
+            &[(
+                "mcp__fixture__echo",
+                json!({"text": "held across a restart"}),
+            )],
+        ),
+        ScriptedReply::tool_calls(
+            2,
+            &[(
+                "workspace_write_file",
+                json!({"path": "output/main.md", "content": "echoed"}),
+            )],
+        ),
+        ScriptedReply::tool_calls(3, &[("workspace_commit", json!({}))]),
+        ScriptedReply::tool_calls(4, &[("workspace_finish", json!({"summary": "done"}))]),
+    ])
+    .await
+    .unwrap();
+    let run = h
+        .start_run(pb::RunSpec {
+            profile_id: "looper".into(),
+            model: Some(pb::ModelEndpoint {
+                kind: pb::ModelEndpointKind::OpenaiCompatible as i32,
+                base_url: model.base_url(),
+                model: "scripted".into(),
+                ..Default::default()
+            }),
+            initial_user_message: "Echo it, then write the answer.".into(),
+            max_rounds: 8,
+            ..Default::default()
+        })
+        .await;
+    let mut held = Vec::new();
+    for _ in 0..100 {
+        held = pending_of(&mut h, &run).await;
+        if !held.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(held.len(), 1, "{:?}", types(&h.journal(&run).await));
+    h.plane.shutdown().await;
+
+    let mut h = harness_with(|c| c.data_dir = data_dir.clone()).await;
+    assert_eq!(h.run(&run).await.status, pb::RunStatus::Running as i32);
+    let pending = pending_of(&mut h, &run).await;
+    assert_eq!(pending.len(), 1, "still awaiting after the restart");
+    assert_eq!(pending[0].approval_id, held[0].approval_id);
+    assert_eq!(echo_calls(&call_log), 0, "nothing sent before the decision");
+    assert_eq!(model.requests().len(), 1);
+    decide(&mut h, &held[0].approval_id, true).await;
+    let done = h.wait_terminal(&run).await;
+    assert_eq!(
+        done.status,
+        pb::RunStatus::Completed as i32,
+        "{:?}",
+        types(&h.journal(&run).await)
+    );
+    assert_eq!(echo_calls(&call_log), 1, "run exactly once");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 4, "each turn asked once");
+    let tool_messages: Vec<String> = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(tool_messages.len(), 1, "{:?}", requests[1]);
+    assert!(
+        tool_messages[0].contains("held across a restart"),
+        "{tool_messages:?}"
+    );
+    let journal = h.journal(&run).await;
+    let call = payload(
+        &journal[journal
+            .iter()
+            .position(|e| e.r#type == "tool_call_awaiting_approval")
+            .unwrap()],
+    )["callId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let awaiting = position(&journal, "tool_call_awaiting_approval", &call);
+    let restored = journal
+        .iter()
+        .position(|e| e.r#type == "agent_invocation_restored")
+        .expect("the restart is journalled");
+    let approved = position(&journal, "tool_call_approved", &call);
+    let started = position(&journal, "tool_call_started", &call);
+    let completed = position(&journal, "tool_call_completed", &call);
+    assert!(
+        awaiting < restored && restored < approved && approved < started && started < completed,
+        "{:?}",
+        types(&journal)
+    );
+    assert!(!types(&journal).contains(&"run_failed".to_owned()));
+    assert!(journal.windows(2).all(|w| w[1].seq == w[0].seq + 1));
+    h.plane.shutdown().await;
+}

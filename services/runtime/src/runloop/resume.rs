@@ -1,0 +1,127 @@
+//! Runtime-driven runs after a restart: a run whose owner had a turn held for a person was
+//! rebuilt by the lifecycle layer (its invocation open, the turn still held, with the loop's
+//! [`Conversation`]); this drives it on from there — it waits for the decisions, settles the
+//! turn, calls the model with the results and goes on to the run's end as if nothing had
+//! stopped. The endpoint is stored without its key: the key's environment variable is read again
+//! here (docs/runtime.md, "Restarts").
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use toolplane_core::profile::ModelKind;
+use toolplane_model::ProviderFormat;
+
+use super::{drive_owner, record_failure};
+use crate::context::Runtime;
+use crate::error::RuntimeError;
+use crate::model::provider::Endpoint;
+use crate::state::Run;
+
+/// An endpoint as a held turn's record keeps it: everything but the key itself.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StoredEndpoint {
+    kind: ModelKind,
+    base_url: String,
+    model: String,
+    api_key_env: Option<String>,
+    timeout_ms: u64,
+    max_retries: u32,
+    max_output_tokens: Option<u32>,
+    temperature: Option<f64>,
+    extra_body: Map<String, Value>,
+    headers: Vec<(String, String)>,
+    script: Option<Vec<Value>>,
+    format: ProviderFormat,
+    context_budget_tokens: Option<u32>,
+}
+
+/// `e` as a held turn's record keeps it (no key).
+pub fn stored_endpoint(e: &Endpoint) -> Value {
+    let stored = StoredEndpoint {
+        kind: e.kind,
+        base_url: e.base_url.clone(),
+        model: e.model.clone(),
+        api_key_env: e.api_key_env.clone(),
+        timeout_ms: u64::try_from(e.timeout.as_millis()).unwrap_or(u64::MAX),
+        max_retries: e.max_retries,
+        max_output_tokens: e.max_output_tokens,
+        temperature: e.temperature,
+        extra_body: e.extra_body.clone(),
+        headers: e.headers.clone(),
+        script: e.script.clone(),
+        format: e.format,
+        context_budget_tokens: e.context_budget_tokens,
+    };
+    serde_json::to_value(stored).unwrap_or(Value::Null)
+}
+
+/// The endpoint a record keeps, its key read again from its variable.
+fn endpoint_of(v: &Value) -> Result<Endpoint, String> {
+    let s: StoredEndpoint = serde_json::from_value(v.clone())
+        .map_err(|e| format!("the held turn's model endpoint cannot be read: {e}"))?;
+    let api_key = match s.api_key_env.as_deref() {
+        Some(var) => Some(std::env::var(var).map_err(|_| {
+            format!("the environment variable `{var}` holding the api key is not set")
+        })?),
+        None => None,
+    };
+    Ok(Endpoint {
+        kind: s.kind,
+        base_url: s.base_url,
+        model: s.model,
+        api_key,
+        api_key_env: s.api_key_env,
+        timeout: Duration::from_millis(s.timeout_ms),
+        max_retries: s.max_retries,
+        max_output_tokens: s.max_output_tokens,
+        temperature: s.temperature,
+        extra_body: s.extra_body,
+        headers: s.headers,
+        script: s.script,
+        format: s.format,
+        context_budget_tokens: s.context_budget_tokens,
+    })
+}
+
+/// Drives a rebuilt runtime-driven run on, in the background; a failure to go on fails the run.
+pub fn resume(rt: Arc<Runtime>, run: Arc<Run>) {
+    tokio::spawn(async move {
+        if let Err(e) = drive_on(&rt, &run).await {
+            record_failure(&rt, &run, e).await;
+        }
+    });
+}
+
+async fn drive_on(rt: &Runtime, run: &Arc<Run>) -> Result<(), RuntimeError> {
+    let record = run.snapshot();
+    let inv = rt.invocation(&record.active_invocation_id)?;
+    let conversation = inv
+        .inner
+        .lock()
+        .await
+        .held
+        .as_ref()
+        .and_then(|h| h.conversation.clone())
+        .ok_or_else(|| {
+            RuntimeError::invalid("the rebuilt invocation has no runtime-driven turn held")
+        })?;
+    let endpoint = endpoint_of(&conversation.endpoint).map_err(RuntimeError::invalid)?;
+    let client = rt
+        .ports
+        .models
+        .client(&run.cell, endpoint)
+        .map_err(RuntimeError::invalid)?;
+    drive_owner(
+        rt,
+        run,
+        inv,
+        client,
+        conversation.system,
+        conversation.history,
+        conversation.spec_rounds,
+    )
+    .await
+}
