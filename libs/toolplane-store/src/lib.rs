@@ -16,6 +16,8 @@ mod key;
 mod memory;
 mod namespace;
 mod object;
+#[cfg(feature = "s3")]
+mod s3;
 mod store;
 pub mod testing;
 
@@ -25,6 +27,8 @@ pub use key::{Key, MAX_KEY_BYTES, MAX_SEGMENT_BYTES, RESERVED_SEGMENT_PREFIX};
 pub use memory::MemoryStore;
 pub use namespace::Namespaced;
 pub use object::{Object, Precondition, Version};
+#[cfg(feature = "s3")]
+pub use s3::{S3Config, S3Store};
 pub use store::{
     DEFAULT_MAX_OBJECT_BYTES, ListPage, MAX_LIST_LIMIT, Store, StoreExt, StoreOptions,
 };

@@ -1,0 +1,258 @@
+//! The S3 backend against real S3-compatible servers started by the tests (see `s3_server`): the
+//! whole conformance suite, directly and through a namespace, races of conditional writers on one
+//! key, and what its errors may say.
+
+// A test crate: helpers outside `#[test]` fns panic to report a failure, like the tests do.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod s3_server;
+
+use std::sync::Arc;
+
+use tokio::{sync::Barrier, task::JoinSet};
+use toolplane_store::{Key, Precondition, S3Config, S3Store, Store, StoreError, StoreOptions};
+
+use s3_server::Kind;
+
+/// Every conformance case but the three concurrent ones, which s3s-fs fails (see
+/// `s3s_fs_conditional_writes_are_not_atomic`).
+macro_rules! sequential_conformance_tests {
+    ($factory:expr) => {
+        toolplane_store::store_conformance_tests!(@cases $factory;
+            put_create_then_get,
+            absent_keys_read_as_none,
+            create_only_never_overwrites,
+            cas_absent_creates_once,
+            cas_version_detects_conflicts,
+            delete_semantics,
+            list_order_and_prefix,
+            list_paging,
+            namespaces_isolate,
+            invalid_keys_refused,
+            size_limit,
+            create_only_prefixes_refuse_mutation,
+            error_messages_start_with_their_code,
+        );
+    };
+}
+
+mod s3s_fs {
+    use toolplane_store::StoreOptions;
+
+    use crate::s3_server::{Kind, open};
+
+    sequential_conformance_tests!(|options: StoreOptions| open(Kind::S3sFs, options));
+}
+
+mod s3s_fs_namespaced {
+    use toolplane_store::{Key, StoreExt, StoreOptions};
+
+    use crate::s3_server::{Kind, open};
+
+    sequential_conformance_tests!(|options: StoreOptions| async move {
+        let mut options = options;
+        for prefix in &mut options.create_only_prefixes {
+            *prefix = Key::new("svc").unwrap().join(prefix).unwrap();
+        }
+        open(Kind::S3sFs, options).await.namespace("svc").unwrap()
+    });
+}
+
+/// How many writers race on one key, and how many times.
+const WRITERS: usize = 16;
+const ROUNDS: usize = 10;
+
+/// `WRITERS` concurrent `put_create`s of one fresh key, `ROUNDS` times: the number of winners of
+/// each round (exactly one on an atomic server) and whether the stored bytes are the winner's.
+async fn create_race(store: Arc<dyn Store>) -> Vec<(usize, bool)> {
+    let mut outcomes = Vec::new();
+    for round in 0..ROUNDS {
+        let key = Key::new(format!("race/create/{round}")).unwrap();
+        let winners = race(&store, &key, |store, key, bytes| async move {
+            store.put_create(&key, bytes).await
+        })
+        .await;
+        outcomes.push(outcome(&store, &key, &winners).await);
+    }
+    outcomes
+}
+
+/// `WRITERS` concurrent `put_cas`es from the same version of one key, `ROUNDS` times.
+async fn cas_race(store: Arc<dyn Store>) -> Vec<(usize, bool)> {
+    let key = Key::new("race/cas").unwrap();
+    let mut version = store.put_create(&key, b"start".to_vec()).await.unwrap();
+    let mut outcomes = Vec::new();
+    for _ in 0..ROUNDS {
+        let from = version.clone();
+        let winners = race(&store, &key, move |store, key, bytes| {
+            let from = from.clone();
+            async move {
+                store
+                    .put_cas(&key, bytes, Precondition::Version(from))
+                    .await
+            }
+        })
+        .await;
+        outcomes.push(outcome(&store, &key, &winners).await);
+        version = store.head(&key).await.unwrap().unwrap();
+    }
+    outcomes
+}
+
+/// Runs `WRITERS` writes of distinct bytes at once; the writers that succeeded. A refusal must be
+/// `already_exists` or `conflict`, never another error.
+async fn race<F, Fut>(store: &Arc<dyn Store>, key: &Key, write: F) -> Vec<usize>
+where
+    F: Fn(Arc<dyn Store>, Key, Vec<u8>) -> Fut,
+    Fut:
+        std::future::Future<Output = Result<toolplane_store::Version, StoreError>> + Send + 'static,
+{
+    let barrier = Arc::new(Barrier::new(WRITERS));
+    let mut tasks = JoinSet::new();
+    for writer in 0..WRITERS {
+        let bytes = format!("writer {writer} of {key}").into_bytes();
+        let write = write(Arc::clone(store), key.clone(), bytes);
+        let barrier = Arc::clone(&barrier);
+        tasks.spawn(async move {
+            barrier.wait().await;
+            (writer, write.await)
+        });
+    }
+    let mut winners = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        match joined.unwrap() {
+            (writer, Ok(_)) => winners.push(writer),
+            (_, Err(StoreError::AlreadyExists { .. } | StoreError::Conflict { .. })) => {}
+            (writer, Err(e)) => panic!("writer {writer}: {e}"),
+        }
+    }
+    winners
+}
+
+async fn outcome(store: &Arc<dyn Store>, key: &Key, winners: &[usize]) -> (usize, bool) {
+    let stored = store.get(key).await.unwrap().unwrap().bytes;
+    let winner_stored = winners
+        .iter()
+        .any(|w| stored == format!("writer {w} of {key}").into_bytes());
+    (winners.len(), winner_stored)
+}
+
+fn assert_one_winner_each_round(what: &str, outcomes: &[(usize, bool)]) {
+    assert!(
+        outcomes
+            .iter()
+            .all(|&(winners, stored)| winners == 1 && stored),
+        "{what}: (winners, the stored bytes are a winner's) per round: {outcomes:?}"
+    );
+}
+
+/// moto checks the condition and then writes, like s3s-fs, but under Python's global lock the
+/// window rarely opens; these pass here without proving atomicity (docs/storage.md). Not run by
+/// default: `scripts/test` does not install moto (`cargo nextest run -p toolplane-store --test s3
+/// --run-ignored all -E 'test(/moto/)'` after installing
+/// libs/toolplane-store/tests/s3-server-requirements.txt).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs moto in target/s3-venv; evidence, not a guarantee"]
+async fn moto_create_only_race_has_exactly_one_winner() {
+    let store = s3_server::open(Kind::Moto, StoreOptions::default()).await;
+    assert_one_winner_each_round("put_create", &create_race(store).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs moto in target/s3-venv; evidence, not a guarantee"]
+async fn moto_cas_race_from_one_version_has_exactly_one_winner() {
+    let store = s3_server::open(Kind::Moto, StoreOptions::default()).await;
+    assert_one_winner_each_round("put_cas", &cas_race(store).await);
+}
+
+/// s3s-fs checks `If-None-Match` / `If-Match` and then writes, with no lock between: racing
+/// writers all pass the check. This test keeps that finding honest: it fails the day s3s-fs
+/// becomes atomic, and docs/storage.md must then be updated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn s3s_fs_conditional_writes_are_not_atomic() {
+    let store = s3_server::open(Kind::S3sFs, StoreOptions::default()).await;
+    let mut creates = Vec::new();
+    let mut swaps = Vec::new();
+    // Lost races are likely, not certain, in one round; over several batches one shows.
+    for _ in 0..5 {
+        creates.extend(create_race(Arc::clone(&store)).await);
+        swaps.extend(cas_race(Arc::clone(&store)).await);
+        let extra = |outcomes: &[(usize, bool)]| outcomes.iter().any(|&(winners, _)| winners > 1);
+        if extra(&creates) && extra(&swaps) {
+            println!(
+                "s3s-fs (winners, stored bytes a winner's) per round: creates {creates:?}, swaps {swaps:?}"
+            );
+            return;
+        }
+    }
+    panic!("s3s-fs gave one winner per race: creates {creates:?}, swaps {swaps:?}");
+}
+
+/// A wrong secret is a `store.io` failure whose message names neither the secret nor the access
+/// key's secret half, and a too-large object is refused before any request is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn errors_carry_no_secret_and_size_is_checked_before_any_request() {
+    let server = s3_server::server(Kind::S3sFs).await;
+    let secret = "wrong-secret-7c1e94";
+    let config = S3Config {
+        secret_access_key: secret.to_owned(),
+        ..s3_server::config(server)
+    };
+    assert!(!format!("{config:?}").contains(secret));
+    let store = S3Store::new(config, StoreOptions::default()).unwrap();
+    let key = Key::new("k").unwrap();
+    let error = store.put_create(&key, b"x".to_vec()).await.unwrap_err();
+    assert_eq!(error.code(), "store.io", "{error}");
+    assert!(!error.to_string().contains(secret), "{error}");
+    let error = store.get(&key).await.unwrap_err();
+    assert_eq!(error.code(), "store.io", "{error}");
+    assert!(!error.to_string().contains(secret), "{error}");
+
+    // Nothing listens on port 9 of loopback; the size check must answer first.
+    let nowhere = S3Config {
+        endpoint: Some("http://127.0.0.1:9".to_owned()),
+        ..s3_server::config(server)
+    };
+    let options = StoreOptions {
+        max_object_bytes: 4,
+        ..StoreOptions::default()
+    };
+    let store = S3Store::new(nowhere, options).unwrap();
+    let error = store.put_create(&key, vec![0; 5]).await.unwrap_err();
+    assert_eq!(error.code(), "store.too_large", "{error}");
+    let error = store.put_create(&key, vec![0; 4]).await.unwrap_err();
+    assert_eq!(error.code(), "store.io", "{error}");
+}
+
+/// The key-tree rule on a real server: a key can not nest under an object or lie over keys below
+/// it, for either kind of put. (The conformance case `keys_form_a_tree` also re-creates a key where
+/// a subtree was deleted, which s3s-fs refuses: it keeps the emptied directory, and its
+/// `If-None-Match: *` treats that directory as an existing object.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn s3s_fs_refuses_key_collisions() {
+    let store = s3_server::open(Kind::S3sFs, StoreOptions::default()).await;
+    let key = |k: &str| Key::new(k).unwrap();
+    store
+        .put_create(&key("t/a"), b"leaf".to_vec())
+        .await
+        .unwrap();
+    for result in [
+        store.put_create(&key("t"), Vec::new()).await,
+        store
+            .put_cas(&key("t"), Vec::new(), Precondition::Absent)
+            .await,
+        store.put_create(&key("t/a/b"), Vec::new()).await,
+        store
+            .put_cas(&key("t/a/b/c"), Vec::new(), Precondition::Absent)
+            .await,
+    ] {
+        assert!(
+            matches!(result, Err(StoreError::KeyCollision { .. })),
+            "gave {result:?}"
+        );
+    }
+    assert!(store.get(&key("t")).await.unwrap().is_none());
+    assert!(store.head(&key("t")).await.unwrap().is_none());
+    assert!(store.get(&key("t/a/b")).await.unwrap().is_none());
+    assert_eq!(store.list(None, None, 10).await.unwrap().keys, [key("t/a")]);
+}
