@@ -256,3 +256,62 @@ async fn s3s_fs_refuses_key_collisions() {
     assert!(store.get(&key("t/a/b")).await.unwrap().is_none());
     assert_eq!(store.list(None, None, 10).await.unwrap().keys, [key("t/a")]);
 }
+
+/// The cost of one operation on the S3 backend (s3s-fs on loopback) against the local `FsStore`:
+/// mean wall time of `put_create`, `put_cas` and `get` of a 1 KiB object, one at a time. A
+/// measurement, not a check; BENCHMARKS.md records its output and the command:
+/// `cargo nextest run -p toolplane-store --test s3 --run-ignored only --no-capture -E
+/// 'test(measure_s3_against_fs)'`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement; run by hand (BENCHMARKS.md)"]
+async fn measure_s3_against_fs() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs: Arc<dyn Store> = Arc::new(
+        toolplane_store::FsStore::open(dir.path().join("store"), StoreOptions::default())
+            .await
+            .unwrap(),
+    );
+    let s3 = s3_server::open(Kind::S3sFs, StoreOptions::default()).await;
+    let fs_times = time_operations(&fs).await;
+    let s3_times = time_operations(&s3).await;
+    for ((name, fs), (_, s3)) in fs_times.iter().zip(&s3_times) {
+        println!(
+            "{name}: fs {:.3} ms, s3 {:.3} ms, ratio {:.1}",
+            fs * 1e3,
+            s3 * 1e3,
+            s3 / fs
+        );
+    }
+}
+
+/// Mean seconds per `put_create`, `put_cas` and `get` over 200 of each.
+async fn time_operations(store: &Arc<dyn Store>) -> [(&'static str, f64); 3] {
+    use std::time::Instant;
+    const N: usize = 200;
+    let bytes = vec![7u8; 1024];
+    let keys: Vec<Key> = (0..N)
+        .map(|i| Key::new(format!("bench/k{i:04}")).unwrap())
+        .collect();
+    let start = Instant::now();
+    let mut versions = Vec::new();
+    for key in &keys {
+        versions.push(store.put_create(key, bytes.clone()).await.unwrap());
+    }
+    let create = start.elapsed().as_secs_f64() / N as f64;
+    let start = Instant::now();
+    for (key, version) in keys.iter().zip(versions) {
+        let mut next = bytes.clone();
+        next[0] = 8;
+        store
+            .put_cas(key, next, Precondition::Version(version))
+            .await
+            .unwrap();
+    }
+    let cas = start.elapsed().as_secs_f64() / N as f64;
+    let start = Instant::now();
+    for key in &keys {
+        assert!(store.get(key).await.unwrap().is_some());
+    }
+    let get = start.elapsed().as_secs_f64() / N as f64;
+    [("put_create", create), ("put_cas", cas), ("get", get)]
+}
