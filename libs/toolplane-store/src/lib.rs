@@ -1,8 +1,8 @@
 //! toolplane-store: the storage every toolplane service keeps its state through.
 //!
 //! One trait, [`Store`], with create-only puts, compare-and-swap puts, ordered paged listing and
-//! namespaced views; two backends, [`FsStore`] (local filesystem, atomic and durable) and
-//! [`MemoryStore`]; one [`conformance`] suite that every backend, present and future, passes; and
+//! namespaced views; backends [`FsStore`] (local filesystem, atomic and durable),
+//! [`MemoryStore`], and, with the cargo feature `s3`, `S3Store` (an S3-compatible bucket); one [`conformance`] suite that every backend, present and future, passes; and
 //! [`testing`] tools (a simulated crash filesystem and a recorder) that prove the filesystem
 //! backend's fsync ordering.
 //!

@@ -103,7 +103,7 @@ impl S3Store {
         })
     }
 
-    /// The object path of `key` (or of a `/`-separated key-like string such as an ancestor).
+    /// The object path of `key`.
     fn path(&self, key: &str) -> Result<Path, StoreError> {
         match &self.prefix {
             Some(prefix) => self.path_of(&format!("{prefix}/{key}")),
@@ -162,8 +162,9 @@ impl S3Store {
     /// One GET (or HEAD) of `key`, `None` if absent.
     ///
     /// Tried once without retries first: servers that keep objects as files (s3s-fs) fail a read
-    /// of a "directory" with a server error instead of 404, and then keys below `key` prove it is
-    /// not an object (keys form a tree). Any other failure is retried with the client's backoff.
+    /// of a "directory" with a server error instead of 404. Then keys below `key`, or `key`
+    /// missing from its parent's listing, prove it is not an object; otherwise the read is retried
+    /// with the client's backoff.
     async fn fetch(&self, key: &Key, head: bool) -> Result<Option<GetResult>, StoreError> {
         let path = self.path(key.as_str())?;
         let options = GetOptions {

@@ -37,6 +37,15 @@ pub enum Kind {
     S3sFs,
 }
 
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Moto => "moto",
+            Kind::S3sFs => "s3s-fs",
+        }
+    }
+}
+
 /// A running server; lives for the whole test process.
 #[derive(Debug)]
 pub struct Server {
@@ -117,7 +126,10 @@ fn binary(kind: Kind) -> PathBuf {
         }
     };
     found.unwrap_or_else(|| {
-        panic!("the {kind:?} S3 server is not installed; install it with: {install}")
+        panic!(
+            "the {} S3 server is not installed; install it with: {install}",
+            kind.name()
+        )
     })
 }
 
@@ -171,7 +183,8 @@ cat >/dev/null; kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$root"
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(
             Instant::now() < deadline,
-            "the {kind:?} S3 server did not listen on port {port} within 30 s; its log: {}",
+            "the {} S3 server did not listen on port {port} within 30 s; its log: {}",
+            kind.name(),
             std::fs::read_to_string(root.join("server.log")).unwrap_or_default()
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
