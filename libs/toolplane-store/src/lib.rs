@@ -9,6 +9,7 @@
 //! This crate must never know which service stores what: services pick their own namespace and
 //! keys. Errors are one enum, [`StoreError`], whose messages start with a stable `store.*` code.
 
+mod config;
 pub mod conformance;
 mod error;
 pub mod fs;
@@ -21,6 +22,7 @@ mod s3;
 mod store;
 pub mod testing;
 
+pub use config::{S3_ACCESS_KEY_ENV, S3_SECRET_KEY_ENV, StoreConfig};
 pub use error::StoreError;
 pub use fs::FsStore;
 pub use key::{Key, MAX_KEY_BYTES, MAX_SEGMENT_BYTES, RESERVED_SEGMENT_PREFIX};
