@@ -1,6 +1,8 @@
-//! The S3 backend against real S3-compatible servers started by the tests (see `s3_server`): the
-//! whole conformance suite, directly and through a namespace, races of conditional writers on one
-//! key, and what its errors may say.
+//! The S3 backend against real S3-compatible servers started by the tests (see `s3_server`): on
+//! s3s-fs, every conformance case that does not need atomic concurrent writes (directly and through
+//! a namespace), the key tree, keys with URL-special characters, a race of conditional writers on
+//! one key that records s3s-fs losing it, and what errors may say; on moto (ignored by default) the
+//! same races. docs/storage.md explains what each server proves and what it does not.
 
 // A test crate: helpers outside `#[test]` fns panic to report a failure, like the tests do.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

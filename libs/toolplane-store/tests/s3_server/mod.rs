@@ -1,10 +1,11 @@
 //! A real S3-compatible server for the S3 backend's tests: started once per test process on a free
 //! loopback port with a temp root, credentials and one bucket, and stopped (its root removed) when
-//! the test process exits, also when it panics or is killed.
+//! the test process exits, also when it panics. (When the whole process group is killed, as a
+//! cancelled test run does, the server goes with it but its temp root stays.)
 //!
-//! Two servers are known: `moto` (Python, `moto_server`) and `s3s-fs` (Rust). Which binary each
-//! test uses is found here; a missing one fails the test with how to install it, never skips it.
-//! `scripts/test` installs both (see docs/storage.md, "Testing the S3 backend").
+//! Two servers are known: `s3s-fs` (Rust, installed by `scripts/test`) and `moto` (Python, for the
+//! ignored tests). A missing one fails the test with how to install it, never skips it (see
+//! docs/storage.md, "Testing the S3 backend").
 
 #![allow(dead_code)]
 
