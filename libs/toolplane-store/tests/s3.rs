@@ -148,20 +148,21 @@ fn assert_one_winner_each_round(what: &str, outcomes: &[(usize, bool)]) {
     );
 }
 
-/// moto checks the condition and then writes, like s3s-fs, but under Python's global lock the
-/// window rarely opens; these pass here without proving atomicity (docs/storage.md). Not run by
-/// default: `scripts/test` does not install moto (`cargo nextest run -p toolplane-store --test s3
-/// --run-ignored all -E 'test(/moto/)'` after installing
-/// libs/toolplane-store/tests/s3-server-requirements.txt).
+/// The contract's races on moto. Known failures: moto checks the condition and then writes, like
+/// s3s-fs; Python's global lock makes a lost race rare, not impossible (one run here passed both,
+/// the next had two CAS winners in two of ten rounds; docs/storage.md). Not run by default:
+/// `scripts/test` does not install moto (`cargo nextest run -p toolplane-store --test s3
+/// --run-ignored only -E 'test(/moto/)'` after installing
+/// libs/toolplane-store/tests/s3-server-requirements.txt into target/s3-venv).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "needs moto in target/s3-venv; evidence, not a guarantee"]
+#[ignore = "known failure on moto (not atomic); needs moto in target/s3-venv"]
 async fn moto_create_only_race_has_exactly_one_winner() {
     let store = s3_server::open(Kind::Moto, StoreOptions::default()).await;
     assert_one_winner_each_round("put_create", &create_race(store).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "needs moto in target/s3-venv; evidence, not a guarantee"]
+#[ignore = "known failure on moto (not atomic); needs moto in target/s3-venv"]
 async fn moto_cas_race_from_one_version_has_exactly_one_winner() {
     let store = s3_server::open(Kind::Moto, StoreOptions::default()).await;
     assert_one_winner_each_round("put_cas", &cas_race(store).await);
