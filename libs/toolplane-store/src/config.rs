@@ -1,5 +1,5 @@
 //! Choosing a backend from configuration. Owns the one place where a backend is named and where
-//! the S3 credentials are read from the environment; must never hold a credential in the
+//! the S3 credentials and the PostgreSQL password are read from the environment; must never hold a credential in the
 //! configuration itself, so a configuration can be logged and written to files.
 
 use std::{path::PathBuf, sync::Arc};
@@ -10,6 +10,14 @@ use crate::{FsStore, MemoryStore, Store, StoreError, StoreOptions};
 pub const S3_ACCESS_KEY_ENV: &str = "AWS_ACCESS_KEY_ID";
 /// The environment variable holding the S3 secret access key.
 pub const S3_SECRET_KEY_ENV: &str = "AWS_SECRET_ACCESS_KEY";
+/// The environment variable holding the PostgreSQL password (libpq's own), when one is needed.
+pub const PG_PASSWORD_ENV: &str = "PGPASSWORD";
+
+/// What opening a configured backend returns, boxed so that a routed configuration can open its
+/// two backends recursively.
+type OpenFuture<'a> = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Arc<dyn Store>, StoreError>> + Send + 'a>,
+>;
 
 /// Which backend to open.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,6 +36,21 @@ pub enum StoreConfig {
         /// Every key is stored below this prefix when set.
         prefix: Option<crate::Key>,
     },
+    /// `PgStore` (cargo feature `postgres`) in `table`; the password, if the server wants one,
+    /// comes from [`PG_PASSWORD_ENV`] when the store is opened.
+    Postgres {
+        /// libpq-style settings or a `postgresql://` URL, without the password.
+        connection: String,
+        table: String,
+        max_connections: usize,
+    },
+    /// [`crate::RoutedStore`]: keys at or below `record_prefixes` in `records`, the rest in
+    /// `bytes` (in the cluster: S3 for the bytes, PostgreSQL for the mutable records).
+    Routed {
+        bytes: Box<StoreConfig>,
+        records: Box<StoreConfig>,
+        record_prefixes: Vec<crate::Key>,
+    },
 }
 
 impl StoreConfig {
@@ -41,7 +64,45 @@ impl StoreConfig {
     pub async fn open_with_env(
         &self,
         options: StoreOptions,
-        env: impl Fn(&str) -> Option<String>,
+        env: impl Fn(&str) -> Option<String> + Sync,
+    ) -> Result<Arc<dyn Store>, StoreError> {
+        self.open_inner(options, &env).await
+    }
+
+    fn open_inner<'a>(
+        &'a self,
+        options: StoreOptions,
+        env: &'a (dyn Fn(&str) -> Option<String> + Sync),
+    ) -> OpenFuture<'a> {
+        Box::pin(async move {
+            match self {
+                StoreConfig::Routed {
+                    bytes,
+                    records,
+                    record_prefixes,
+                } => {
+                    let bytes = bytes.open_inner(options.clone(), env).await?;
+                    let records = records.open_inner(options, env).await?;
+                    Ok(Arc::new(crate::RoutedStore::new(
+                        bytes,
+                        records,
+                        record_prefixes.clone(),
+                    )) as Arc<dyn Store>)
+                }
+                StoreConfig::Postgres {
+                    connection,
+                    table,
+                    max_connections,
+                } => open_postgres(connection, table, *max_connections, options, env).await,
+                other => other.open_local_or_s3(options, env).await,
+            }
+        })
+    }
+
+    async fn open_local_or_s3(
+        &self,
+        options: StoreOptions,
+        env: &(dyn Fn(&str) -> Option<String> + Sync),
     ) -> Result<Arc<dyn Store>, StoreError> {
         match self {
             StoreConfig::Fs { root } => Ok(Arc::new(FsStore::open(root, options).await?)),
@@ -52,8 +113,46 @@ impl StoreConfig {
                 region,
                 prefix,
             } => open_s3(endpoint, bucket, region, prefix, options, env),
+            StoreConfig::Postgres { .. } | StoreConfig::Routed { .. } => Err(StoreError::io(
+                "store configuration",
+                std::io::Error::other("not a local or S3 backend"),
+            )),
         }
     }
+}
+
+#[cfg(feature = "postgres")]
+async fn open_postgres(
+    connection: &str,
+    table: &str,
+    max_connections: usize,
+    options: StoreOptions,
+    env: &(dyn Fn(&str) -> Option<String> + Sync),
+) -> Result<Arc<dyn Store>, StoreError> {
+    let config = crate::PgConfig {
+        connection: connection.to_owned(),
+        password: env(PG_PASSWORD_ENV).filter(|password| !password.is_empty()),
+        table: table.to_owned(),
+        max_connections,
+    };
+    Ok(Arc::new(crate::PgStore::open(config, options).await?))
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn open_postgres(
+    _connection: &str,
+    _table: &str,
+    _max_connections: usize,
+    _options: StoreOptions,
+    _env: &(dyn Fn(&str) -> Option<String> + Sync),
+) -> Result<Arc<dyn Store>, StoreError> {
+    Err(StoreError::io(
+        "postgres configuration",
+        std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "this build of toolplane-store has no PostgreSQL backend (cargo feature `postgres`)",
+        ),
+    ))
 }
 
 #[cfg(feature = "s3")]
@@ -63,7 +162,7 @@ fn open_s3(
     region: &str,
     prefix: &Option<crate::Key>,
     options: StoreOptions,
-    env: impl Fn(&str) -> Option<String>,
+    env: &(dyn Fn(&str) -> Option<String> + Sync),
 ) -> Result<Arc<dyn Store>, StoreError> {
     let credential = |name: &str| {
         env(name).filter(|value| !value.is_empty()).ok_or_else(|| {
@@ -94,7 +193,7 @@ fn open_s3(
     _region: &str,
     _prefix: &Option<crate::Key>,
     _options: StoreOptions,
-    _env: impl Fn(&str) -> Option<String>,
+    _env: &(dyn Fn(&str) -> Option<String> + Sync),
 ) -> Result<Arc<dyn Store>, StoreError> {
     Err(StoreError::io(
         "s3 configuration",
