@@ -18,11 +18,11 @@ pub async fn create_race(store: Arc<dyn Store>) -> Vec<(usize, bool)> {
     let mut outcomes = Vec::new();
     for round in 0..ROUNDS {
         let key = Key::new(format!("race/create/{round}")).unwrap();
-        let winners = race(&store, &key, |store, key, bytes| async move {
+        let winners = race(&store, &key, round, |store, key, bytes| async move {
             store.put_create(&key, bytes).await
         })
         .await;
-        outcomes.push(outcome(&store, &key, &winners).await);
+        outcomes.push(outcome(&store, &key, round, &winners).await);
     }
     outcomes
 }
@@ -32,9 +32,9 @@ pub async fn cas_race(store: Arc<dyn Store>) -> Vec<(usize, bool)> {
     let key = Key::new("race/cas").unwrap();
     let mut version = store.put_create(&key, b"start".to_vec()).await.unwrap();
     let mut outcomes = Vec::new();
-    for _ in 0..ROUNDS {
+    for round in 0..ROUNDS {
         let from = version.clone();
-        let winners = race(&store, &key, move |store, key, bytes| {
+        let winners = race(&store, &key, round, move |store, key, bytes| {
             let from = from.clone();
             async move {
                 store
@@ -43,7 +43,7 @@ pub async fn cas_race(store: Arc<dyn Store>) -> Vec<(usize, bool)> {
             }
         })
         .await;
-        outcomes.push(outcome(&store, &key, &winners).await);
+        outcomes.push(outcome(&store, &key, round, &winners).await);
         version = store.head(&key).await.unwrap().unwrap();
     }
     outcomes
@@ -51,7 +51,11 @@ pub async fn cas_race(store: Arc<dyn Store>) -> Vec<(usize, bool)> {
 
 /// Runs `WRITERS` writes of distinct bytes at once; the writers that succeeded. A refusal must be
 /// `already_exists` or `conflict`, never another error.
-async fn race<F, Fut>(store: &Arc<dyn Store>, key: &Key, write: F) -> Vec<usize>
+///
+/// The bytes name the round too: a version is the hash of the bytes, so a writer that wrote the
+/// bytes the key already holds (last round's winner, again) would leave its version unchanged and
+/// let a second swap from that version win as well.
+async fn race<F, Fut>(store: &Arc<dyn Store>, key: &Key, round: usize, write: F) -> Vec<usize>
 where
     F: Fn(Arc<dyn Store>, Key, Vec<u8>) -> Fut,
     Fut:
@@ -60,7 +64,7 @@ where
     let barrier = Arc::new(Barrier::new(WRITERS));
     let mut tasks = JoinSet::new();
     for writer in 0..WRITERS {
-        let bytes = format!("writer {writer} of {key}").into_bytes();
+        let bytes = writer_bytes(writer, key, round);
         let write = write(Arc::clone(store), key.clone(), bytes);
         let barrier = Arc::clone(&barrier);
         tasks.spawn(async move {
@@ -79,11 +83,20 @@ where
     winners
 }
 
-async fn outcome(store: &Arc<dyn Store>, key: &Key, winners: &[usize]) -> (usize, bool) {
+fn writer_bytes(writer: usize, key: &Key, round: usize) -> Vec<u8> {
+    format!("writer {writer} of {key} in round {round}").into_bytes()
+}
+
+async fn outcome(
+    store: &Arc<dyn Store>,
+    key: &Key,
+    round: usize,
+    winners: &[usize],
+) -> (usize, bool) {
     let stored = store.get(key).await.unwrap().unwrap().bytes;
     let winner_stored = winners
         .iter()
-        .any(|w| stored == format!("writer {w} of {key}").into_bytes());
+        .any(|&w| stored == writer_bytes(w, key, round));
     (winners.len(), winner_stored)
 }
 
