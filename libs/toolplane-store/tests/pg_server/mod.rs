@@ -197,11 +197,12 @@ async fn start() -> Server {
     let bin = bin_dir();
     let user = run_as();
     let template = template(&bin, user);
-    let dir = tempfile::Builder::new()
+    // Removed on a failure before the wrapper that removes it at the end is running.
+    let scratch = tempfile::Builder::new()
         .prefix("toolplane-pg-")
         .tempdir()
-        .unwrap()
-        .keep();
+        .unwrap();
+    let dir = scratch.path().to_path_buf();
     let data = dir.join("data");
     run(
         Command::new("cp").arg("-a").arg(&template).arg(&data),
@@ -219,6 +220,7 @@ async fn start() -> Server {
     // then stops it (SIGINT: fast shutdown) and removes the directory.
     let script = r#"dir=$1; shift; "$@" >"$dir/server.log" 2>&1 </dev/null & pid=$!
 cat >/dev/null; kill -INT "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$dir""#;
+    let dir = scratch.keep();
     let guard = Command::new("sh")
         .arg("-c")
         .arg(script)
