@@ -51,6 +51,20 @@ mod fs_namespaced {
     });
 }
 
+/// The router over two memory stores, with the keys the suite mutates routed to one of them.
+mod routed_memory {
+    use std::sync::Arc;
+
+    use toolplane_store::{Key, MemoryStore, RoutedStore, Store, StoreOptions};
+
+    toolplane_store::store_conformance_tests!(|options: StoreOptions| async move {
+        let bytes: Arc<dyn Store> = Arc::new(MemoryStore::new(options.clone()));
+        let records: Arc<dyn Store> = Arc::new(MemoryStore::new(options));
+        let prefixes = ["state", "race", "mixed", "t"].map(|p| Key::new(p).unwrap());
+        Arc::new(RoutedStore::new(bytes, records, prefixes.to_vec())) as Arc<dyn Store>
+    });
+}
+
 mod fs_on_sim {
     use std::{path::Path, sync::Arc};
 
