@@ -15,6 +15,8 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::Meter;
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter as PromCounter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge as PromGauge;
@@ -41,6 +43,21 @@ struct Buckets(&'static [f64]);
 impl prometheus_client::metrics::family::MetricConstructor<PromHistogram> for Buckets {
     fn new_metric(&self) -> PromHistogram {
         PromHistogram::new(self.0.iter().copied())
+    }
+}
+
+/// A family that is declared (`# HELP`, `# TYPE`) before it has a series: a fresh service shows
+/// every metric it serves, which dashboards and checks can rely on.
+#[derive(Debug)]
+struct Declared<M>(M);
+
+impl<M: EncodeMetric> EncodeMetric for Declared<M> {
+    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        self.0.metric_type()
     }
 }
 
@@ -280,7 +297,7 @@ impl Registry {
         };
         // The encoder appends `_total` to a counter's name itself.
         let base = name.strip_suffix("_total").unwrap_or(name);
-        lock(&self.prom).register(base, sentence(help), c.family.clone());
+        lock(&self.prom).register(base, sentence(help), Declared(c.family.clone()));
         let otel = Arc::clone(&c.otel);
         self.bind(Box::new(move |m: &Meter| {
             let _ = otel.set(m.f64_counter(name).with_description(help).build());
@@ -303,7 +320,7 @@ impl Registry {
             labels: LabelNames::new(labels),
             otel: Arc::default(),
         };
-        lock(&self.prom).register(name, sentence(help), g.family.clone());
+        lock(&self.prom).register(name, sentence(help), Declared(g.family.clone()));
         let otel = Arc::clone(&g.otel);
         self.bind(Box::new(move |m: &Meter| {
             let _ = otel.set(m.f64_gauge(name).with_description(help).build());
@@ -347,7 +364,7 @@ impl Registry {
         if unit == "s" && !prometheus.ends_with("_seconds") {
             prometheus = Cow::Owned(format!("{prometheus}_seconds"));
         }
-        lock(&self.prom).register(prometheus, sentence(help), h.family.clone());
+        lock(&self.prom).register(prometheus, sentence(help), Declared(h.family.clone()));
         let otel = Arc::clone(&h.otel);
         self.bind(Box::new(move |m: &Meter| {
             let _ = otel.set(
@@ -474,6 +491,11 @@ mod tests {
         let text = r.render();
         assert!(text.contains("# TYPE t_calls_total counter\n"), "{text}");
         assert!(text.contains("# HELP t_calls_total Calls.\n"), "{text}");
+        r.counter("t_unused_total", "Never counted.", &["tool"]);
+        assert!(
+            r.render().contains("# TYPE t_unused_total counter\n"),
+            "a family without series is still declared"
+        );
         assert!(
             text.contains("t_calls_total{tool=\"a\\\"b\",outcome=\"ok\"} 2.0\n"),
             "{text}"
