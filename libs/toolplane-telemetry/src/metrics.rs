@@ -1,17 +1,29 @@
-//! Metrics in the Prometheus text format (0.0.4): counters, gauges and histograms with fixed label
-//! names, kept in a [`Registry`] each service owns and renders on its HTTP port's `/metrics`.
+//! Metrics kept in a `prometheus-client` registry each service owns and renders, in the Prometheus
+//! text format (0.0.4), on its HTTP port's `/metrics`; the same instruments also record into the
+//! OpenTelemetry SDK's meters when the process pushes metrics over OTLP ([`crate::otlp_metrics`]).
 //!
 //! Every service has its own registry, so one process running several services (`toolplane up`)
-//! still serves each service's metrics on that service's port only. A family holds at most
-//! [`MAX_SERIES`] label combinations; later combinations are counted under the value `other` for
-//! every label, so a flood of distinct tool names cannot grow memory without bound.
+//! still serves each service's metrics on that service's port only. Families have fixed label
+//! names; one family holds at most [`MAX_SERIES`] label combinations, later combinations are
+//! counted under the value `other` for every label, so a flood of distinct tool names cannot grow
+//! memory without bound.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::Meter;
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::Counter as PromCounter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge as PromGauge;
+use prometheus_client::metrics::histogram::Histogram as PromHistogram;
 
 /// The `Content-Type` of [`Registry::render`]'s output.
-pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 /// Most label combinations one family keeps.
 pub const MAX_SERIES: usize = 10_000;
 /// Upper bounds (seconds) of every histogram's buckets, from 0.5 ms to a minute.
@@ -20,70 +32,106 @@ pub const BUCKETS: [f64; 16] = [
     60.0,
 ];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Counter,
-    Gauge,
-    Histogram,
-}
+/// A series' labels by their Prometheus names.
+type Labels = Vec<(Cow<'static, str>, String)>;
+type HistogramFamily = Family<Labels, PromHistogram, Buckets>;
 
-impl Kind {
-    fn as_str(self) -> &'static str {
-        match self {
-            Kind::Counter => "counter",
-            Kind::Gauge => "gauge",
-            Kind::Histogram => "histogram",
-        }
+/// Makes each series of a histogram family with the family's bucket bounds.
+#[derive(Debug, Clone, Copy)]
+struct Buckets(&'static [f64]);
+
+impl prometheus_client::metrics::family::MetricConstructor<PromHistogram> for Buckets {
+    fn new_metric(&self) -> PromHistogram {
+        PromHistogram::new(self.0.iter().copied())
     }
 }
 
-#[derive(Debug, Clone)]
-pub(crate) enum Series {
-    Value(f64),
-    Histogram {
-        buckets: [u64; BUCKETS.len()],
-        sum: f64,
-        count: u64,
-    },
-}
-
+/// A family that is declared (`# HELP`, `# TYPE`) before it has a series: a fresh service shows
+/// every metric it serves, which dashboards and checks can rely on.
 #[derive(Debug)]
-struct Family {
-    name: &'static str,
-    help: &'static str,
-    kind: Kind,
-    labels: &'static [&'static str],
-    series: Mutex<BTreeMap<Vec<String>, Series>>,
+struct Declared<M>(M);
+
+impl<M: EncodeMetric> EncodeMetric for Declared<M> {
+    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        self.0.metric_type()
+    }
 }
 
-impl Family {
-    fn with<R>(&self, values: &[&str], f: impl FnOnce(&mut Series) -> R) -> R {
-        let mut series = self.series.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut key: Vec<String> = self
-            .labels
+/// A Prometheus name for an OpenTelemetry one: dots become underscores.
+fn prometheus_name(name: &'static str) -> Cow<'static, str> {
+    if name.contains('.') {
+        Cow::Owned(name.replace('.', "_"))
+    } else {
+        Cow::Borrowed(name)
+    }
+}
+
+/// A family's label names (OpenTelemetry attribute keys, with dots, and their Prometheus names)
+/// and how many label combinations it holds.
+#[derive(Debug, Clone)]
+struct LabelNames {
+    names: &'static [&'static str],
+    prometheus: Arc<[Cow<'static, str>]>,
+    series: Arc<AtomicUsize>,
+}
+
+impl LabelNames {
+    fn new(names: &'static [&'static str]) -> Self {
+        LabelNames {
+            names,
+            prometheus: names.iter().map(|n| prometheus_name(n)).collect(),
+            series: Arc::default(),
+        }
+    }
+
+    /// The series' OpenTelemetry attributes.
+    fn attributes(&self, set: &Labels) -> Vec<KeyValue> {
+        self.names
+            .iter()
+            .zip(set)
+            .map(|(k, (_, v))| KeyValue::new(*k, v.clone()))
+            .collect()
+    }
+
+    /// The label set of `values` in the names' order, or all-`other` once the family is full.
+    fn set<M: Clone, C>(&self, family: &Family<Labels, M, C>, values: &[&str]) -> Labels
+    where
+        C: prometheus_client::metrics::family::MetricConstructor<M>,
+    {
+        let set: Labels = self
+            .prometheus
             .iter()
             .enumerate()
-            .map(|(i, _)| values.get(i).copied().unwrap_or("").to_owned())
+            .map(|(i, n)| (n.clone(), values.get(i).copied().unwrap_or("").to_owned()))
             .collect();
-        if !series.contains_key(&key) && series.len() >= MAX_SERIES {
-            key = vec!["other".to_owned(); self.labels.len()];
+        if family.get(&set).is_some() {
+            return set;
         }
-        let kind = self.kind;
-        let entry = series.entry(key).or_insert_with(|| match kind {
-            Kind::Histogram => Series::Histogram {
-                buckets: [0; BUCKETS.len()],
-                sum: 0.0,
-                count: 0,
-            },
-            _ => Series::Value(0.0),
-        });
-        f(entry)
+        // Two threads adding the same new combination may both count it: the bound is
+        // approximate, never exceeded by more than the number of racing threads.
+        if self.series.fetch_add(1, Ordering::Relaxed) >= MAX_SERIES {
+            self.series.fetch_sub(1, Ordering::Relaxed);
+            self.prometheus
+                .iter()
+                .map(|n| (n.clone(), "other".to_owned()))
+                .collect()
+        } else {
+            set
+        }
     }
 }
 
 /// A monotonically increasing count.
 #[derive(Debug, Clone)]
-pub struct Counter(Arc<Family>);
+pub struct Counter {
+    family: Family<Labels, PromCounter<f64, AtomicU64>>,
+    labels: LabelNames,
+    otel: Arc<OnceLock<opentelemetry::metrics::Counter<f64>>>,
+}
 
 impl Counter {
     /// Adds one to the series of these label values (in the family's label order).
@@ -92,63 +140,66 @@ impl Counter {
     }
 
     pub fn add(&self, values: &[&str], by: f64) {
-        self.0.with(values, |s| {
-            if let Series::Value(v) = s {
-                *v += by.max(0.0);
-            }
-        });
+        let by = if by.is_finite() { by.max(0.0) } else { 0.0 };
+        let set = self.labels.set(&self.family, values);
+        if let Some(otel) = self.otel.get() {
+            otel.add(by, &self.labels.attributes(&set));
+        }
+        self.family.get_or_create(&set).inc_by(by);
     }
 }
 
 /// A value that goes up and down.
 #[derive(Debug, Clone)]
-pub struct Gauge(Arc<Family>);
+pub struct Gauge {
+    family: Family<Labels, PromGauge<f64, AtomicU64>>,
+    labels: LabelNames,
+    otel: Arc<OnceLock<opentelemetry::metrics::Gauge<f64>>>,
+}
 
 impl Gauge {
     pub fn set(&self, values: &[&str], to: f64) {
-        self.0.with(values, |s| *s = Series::Value(to));
+        let set = self.labels.set(&self.family, values);
+        if let Some(otel) = self.otel.get() {
+            otel.record(to, &self.labels.attributes(&set));
+        }
+        self.family.get_or_create(&set).set(to);
     }
 }
 
-/// A distribution of durations in seconds over [`BUCKETS`].
+/// A distribution over its family's buckets ([`BUCKETS`] seconds unless made with
+/// [`Registry::histogram_with_buckets`]).
 #[derive(Debug, Clone)]
-pub struct Histogram(Arc<Family>);
+pub struct Histogram {
+    family: HistogramFamily,
+    labels: LabelNames,
+    otel: Arc<OnceLock<opentelemetry::metrics::Histogram<f64>>>,
+}
 
 impl Histogram {
-    pub fn observe(&self, values: &[&str], seconds: f64) {
-        let seconds = if seconds.is_finite() {
-            seconds.max(0.0)
+    pub fn observe(&self, values: &[&str], value: f64) {
+        let value = if value.is_finite() {
+            value.max(0.0)
         } else {
             0.0
         };
-        self.0.with(values, |s| {
-            if let Series::Histogram {
-                buckets,
-                sum,
-                count,
-            } = s
-            {
-                for (i, bound) in BUCKETS.iter().enumerate() {
-                    if seconds <= *bound {
-                        buckets[i] += 1;
-                    }
-                }
-                *sum += seconds;
-                *count += 1;
-            }
-        });
+        let set = self.labels.set(&self.family, values);
+        if let Some(otel) = self.otel.get() {
+            otel.record(value, &self.labels.attributes(&set));
+        }
+        self.family.get_or_create(&set).observe(value);
     }
 }
 
 type Hook = Box<dyn Fn() + Send + Sync>;
+/// Creates a family's OpenTelemetry instrument from a meter.
+type Binder = Box<dyn Fn(&Meter) + Send + Sync>;
 
-/// A family as the OTLP exporter reads it.
-pub(crate) struct FamilySnapshot {
-    pub name: &'static str,
-    pub help: &'static str,
-    pub kind: Kind,
-    pub labels: &'static [&'static str],
-    pub series: Vec<(Vec<String>, Series)>,
+#[derive(Clone)]
+enum Instrument {
+    Counter(Counter),
+    Gauge(Gauge),
+    Histogram(Histogram),
 }
 
 /// Registries pushed over OTLP when metric export is configured, each as its service.
@@ -156,11 +207,15 @@ static EXPORTED: Mutex<Vec<(String, std::sync::Weak<Registry>)>> = Mutex::new(Ve
 
 /// Pushes `registry` over OTLP as the metrics of `service` (the `service.name` resource
 /// attribute) whenever the process exports metrics (`crate::init` with an OTLP endpoint).
-/// Registries that are dropped stop being exported.
+/// Registries that are dropped stop being exported. Only what is recorded after both this call
+/// and `init` is pushed; `/metrics` counts everything.
 pub fn export(registry: &Arc<Registry>, service: &str) {
-    let mut exported = EXPORTED.lock().unwrap_or_else(PoisonError::into_inner);
-    exported.retain(|(_, r)| r.strong_count() > 0);
-    exported.push((service.to_owned(), Arc::downgrade(registry)));
+    {
+        let mut exported = EXPORTED.lock().unwrap_or_else(PoisonError::into_inner);
+        exported.retain(|(_, r)| r.strong_count() > 0);
+        exported.push((service.to_owned(), Arc::downgrade(registry)));
+    }
+    crate::otlp_metrics::exported(registry, service);
 }
 
 /// The live exported registries.
@@ -176,8 +231,11 @@ pub(crate) fn exported() -> Vec<(String, Arc<Registry>)> {
 /// One service's metrics.
 #[derive(Default)]
 pub struct Registry {
-    families: Mutex<Vec<Arc<Family>>>,
-    hooks: Mutex<Vec<Hook>>,
+    prom: Mutex<prometheus_client::registry::Registry>,
+    instruments: Mutex<HashMap<&'static str, Instrument>>,
+    hooks: Arc<Mutex<Vec<Hook>>>,
+    meter: Mutex<Option<Meter>>,
+    binders: Mutex<Vec<Binder>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -186,39 +244,41 @@ impl std::fmt::Debug for Registry {
     }
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl Registry {
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Runs `hook` before every render: for gauges read from live state at scrape time.
+    /// Runs `hook` before every render (and every OTLP collection): for gauges read from live
+    /// state at scrape time.
     pub fn before_render(&self, hook: impl Fn() + Send + Sync + 'static) {
-        self.hooks
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(Box::new(hook));
+        lock(&self.hooks).push(Box::new(hook));
     }
 
-    fn family(
-        &self,
-        name: &'static str,
-        help: &'static str,
-        kind: Kind,
-        labels: &'static [&'static str],
-    ) -> Arc<Family> {
-        let mut families = self.families.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(f) = families.iter().find(|f| f.name == name) {
-            return Arc::clone(f);
+    /// Records into `meter`'s instruments from now on (the OTLP push of this registry).
+    pub(crate) fn attach(&self, meter: Meter) {
+        for bind in lock(&self.binders).iter() {
+            bind(&meter);
         }
-        let f = Arc::new(Family {
-            name,
-            help,
-            kind,
-            labels,
-            series: Mutex::new(BTreeMap::new()),
-        });
-        families.push(Arc::clone(&f));
-        f
+        // Gauges refreshed by the render hooks are refreshed before each collection too: the
+        // SDK runs observable callbacks before it reads the synchronous instruments.
+        let hooks = Arc::clone(&self.hooks);
+        let _refresh = meter
+            .u64_observable_gauge("toolplane.metrics.refresh")
+            .with_callback(move |_| run_hooks(&hooks))
+            .build();
+        *lock(&self.meter) = Some(meter);
+    }
+
+    fn bind(&self, binder: Binder) {
+        if let Some(meter) = lock(&self.meter).as_ref() {
+            binder(meter);
+        }
+        lock(&self.binders).push(binder);
     }
 
     pub fn counter(
@@ -227,7 +287,23 @@ impl Registry {
         help: &'static str,
         labels: &'static [&'static str],
     ) -> Counter {
-        Counter(self.family(name, help, Kind::Counter, labels))
+        if let Some(Instrument::Counter(c)) = lock(&self.instruments).get(name) {
+            return c.clone();
+        }
+        let c = Counter {
+            family: Family::default(),
+            labels: LabelNames::new(labels),
+            otel: Arc::default(),
+        };
+        // The encoder appends `_total` to a counter's name itself.
+        let base = name.strip_suffix("_total").unwrap_or(name);
+        lock(&self.prom).register(base, sentence(help), Declared(c.family.clone()));
+        let otel = Arc::clone(&c.otel);
+        self.bind(Box::new(move |m: &Meter| {
+            let _ = otel.set(m.f64_counter(name).with_description(help).build());
+        }));
+        lock(&self.instruments).insert(name, Instrument::Counter(c.clone()));
+        c
     }
 
     pub fn gauge(
@@ -236,122 +312,94 @@ impl Registry {
         help: &'static str,
         labels: &'static [&'static str],
     ) -> Gauge {
-        Gauge(self.family(name, help, Kind::Gauge, labels))
+        if let Some(Instrument::Gauge(g)) = lock(&self.instruments).get(name) {
+            return g.clone();
+        }
+        let g = Gauge {
+            family: Family::default(),
+            labels: LabelNames::new(labels),
+            otel: Arc::default(),
+        };
+        lock(&self.prom).register(name, sentence(help), Declared(g.family.clone()));
+        let otel = Arc::clone(&g.otel);
+        self.bind(Box::new(move |m: &Meter| {
+            let _ = otel.set(m.f64_gauge(name).with_description(help).build());
+        }));
+        lock(&self.instruments).insert(name, Instrument::Gauge(g.clone()));
+        g
     }
 
+    /// A histogram of durations over [`BUCKETS`] seconds (unit `s` over OTLP).
     pub fn histogram(
         &self,
         name: &'static str,
         help: &'static str,
         labels: &'static [&'static str],
     ) -> Histogram {
-        Histogram(self.family(name, help, Kind::Histogram, labels))
+        self.histogram_with_buckets(name, help, labels, "s", &BUCKETS)
     }
 
-    /// Every family with its series (after the render hooks ran), for the OTLP exporter.
-    pub(crate) fn snapshot(&self) -> Vec<FamilySnapshot> {
-        self.run_hooks();
-        let families: Vec<Arc<Family>> = self
-            .families
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        families
-            .iter()
-            .map(|f| FamilySnapshot {
-                name: f.name,
-                help: f.help,
-                kind: f.kind,
-                labels: f.labels,
-                series: f
-                    .series
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-            })
-            .collect()
-    }
-
-    fn run_hooks(&self) {
-        for hook in self
-            .hooks
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-        {
-            hook();
+    /// A histogram named and labelled the OpenTelemetry way (`gen_ai.client.token.usage`, label
+    /// `gen_ai.token.type`) over `buckets` (upper bounds, ascending) in `unit` (UCUM: `s`,
+    /// `{token}`). `/metrics` shows it under the Prometheus names of the OpenTelemetry-to-
+    /// Prometheus mapping: dots become underscores, and unit `s` adds `_seconds`
+    /// (`gen_ai_client_operation_duration_seconds`, label `gen_ai_token_type`).
+    pub fn histogram_with_buckets(
+        &self,
+        name: &'static str,
+        help: &'static str,
+        labels: &'static [&'static str],
+        unit: &'static str,
+        buckets: &'static [f64],
+    ) -> Histogram {
+        if let Some(Instrument::Histogram(h)) = lock(&self.instruments).get(name) {
+            return h.clone();
         }
+        let h = Histogram {
+            family: Family::new_with_constructor(Buckets(buckets)),
+            labels: LabelNames::new(labels),
+            otel: Arc::default(),
+        };
+        let mut prometheus = prometheus_name(name);
+        if unit == "s" && !prometheus.ends_with("_seconds") {
+            prometheus = Cow::Owned(format!("{prometheus}_seconds"));
+        }
+        lock(&self.prom).register(prometheus, sentence(help), Declared(h.family.clone()));
+        let otel = Arc::clone(&h.otel);
+        self.bind(Box::new(move |m: &Meter| {
+            let _ = otel.set(
+                m.f64_histogram(name)
+                    .with_description(help)
+                    .with_unit(unit)
+                    .with_boundaries(buckets.to_vec())
+                    .build(),
+            );
+        }));
+        lock(&self.instruments).insert(name, Instrument::Histogram(h.clone()));
+        h
     }
 
-    /// Every family in the Prometheus text format, in registration order.
+    /// Every family in the Prometheus text format (0.0.4), in registration order.
     pub fn render(&self) -> String {
-        self.run_hooks();
-        let families: Vec<Arc<Family>> = self
-            .families
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        run_hooks(&self.hooks);
         let mut out = String::new();
-        for f in families {
-            let _ = writeln!(out, "# HELP {} {}", f.name, f.help);
-            let _ = writeln!(out, "# TYPE {} {}", f.name, f.kind.as_str());
-            let series = f.series.lock().unwrap_or_else(PoisonError::into_inner);
-            for (values, s) in series.iter() {
-                let labels = label_text(f.labels, values, None);
-                match s {
-                    Series::Value(v) => {
-                        let _ = writeln!(out, "{}{labels} {}", f.name, number(*v));
-                    }
-                    Series::Histogram {
-                        buckets,
-                        sum,
-                        count,
-                    } => {
-                        for (bound, n) in BUCKETS.iter().zip(buckets) {
-                            let le = label_text(f.labels, values, Some(&number(*bound)));
-                            let _ = writeln!(out, "{}_bucket{le} {n}", f.name);
-                        }
-                        let inf = label_text(f.labels, values, Some("+Inf"));
-                        let _ = writeln!(out, "{}_bucket{inf} {count}", f.name);
-                        let _ = writeln!(out, "{}_sum{labels} {}", f.name, number(*sum));
-                        let _ = writeln!(out, "{}_count{labels} {count}", f.name);
-                    }
-                }
-            }
+        if let Err(e) =
+            prometheus_client::encoding::prometheus_text::encode(&mut out, &lock(&self.prom))
+        {
+            tracing::warn!(error = %e, "metrics could not be encoded");
         }
         out
     }
 }
 
-fn number(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{}", v as i64)
-    } else {
-        format!("{v}")
-    }
+/// `help` without its final period: the encoder ends every help text with one.
+fn sentence(help: &str) -> &str {
+    help.strip_suffix('.').unwrap_or(help)
 }
 
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-fn label_text(names: &[&str], values: &[String], le: Option<&str>) -> String {
-    let mut parts: Vec<String> = names
-        .iter()
-        .zip(values)
-        .map(|(n, v)| format!("{n}=\"{}\"", escape(v)))
-        .collect();
-    if let Some(le) = le {
-        parts.push(format!("le=\"{le}\""));
-    }
-    if parts.is_empty() {
-        String::new()
-    } else {
-        format!("{{{}}}", parts.join(","))
+fn run_hooks(hooks: &Mutex<Vec<Hook>>) {
+    for hook in lock(hooks).iter() {
+        hook();
     }
 }
 
@@ -442,15 +490,21 @@ mod tests {
         h.observe(&[], 0.2);
         let text = r.render();
         assert!(text.contains("# TYPE t_calls_total counter\n"), "{text}");
+        assert!(text.contains("# HELP t_calls_total Calls.\n"), "{text}");
+        r.counter("t_unused_total", "Never counted.", &["tool"]);
         assert!(
-            text.contains("t_calls_total{tool=\"a\\\"b\",outcome=\"ok\"} 2\n"),
+            r.render().contains("# TYPE t_unused_total counter\n"),
+            "a family without series is still declared"
+        );
+        assert!(
+            text.contains("t_calls_total{tool=\"a\\\"b\",outcome=\"ok\"} 2.0\n"),
             "{text}"
         );
         assert!(
-            text.contains("t_calls_total{tool=\"x\",outcome=\"system\"} 3\n"),
+            text.contains("t_calls_total{tool=\"x\",outcome=\"system\"} 3.0\n"),
             "{text}"
         );
-        assert!(text.contains("t_conn{state=\"connected\"} 2\n"), "{text}");
+        assert!(text.contains("t_conn{state=\"connected\"} 2.0\n"), "{text}");
         assert!(
             text.contains("t_seconds_bucket{le=\"0.0025\"} 0\n"),
             "{text}"
@@ -472,10 +526,55 @@ mod tests {
             c.inc(&[&format!("tool-{i}")]);
         }
         let text = r.render();
-        assert!(text.contains("t_total{tool=\"other\"} 5\n"));
+        assert!(text.contains("t_total{tool=\"other\"} 5.0\n"));
         assert_eq!(
             text.lines().filter(|l| l.starts_with("t_total{")).count(),
             MAX_SERIES + 1
+        );
+    }
+
+    #[test]
+    fn opentelemetry_named_histograms_render_under_their_prometheus_names() {
+        static TOKENS: [f64; 3] = [1.0, 4.0, 16.0];
+        let r = Registry::new();
+        r.histogram_with_buckets(
+            "gen_ai.client.token.usage",
+            "Tokens.",
+            &["gen_ai.token.type"],
+            "{token}",
+            &TOKENS,
+        )
+        .observe(&["input"], 5.0);
+        r.histogram_with_buckets(
+            "gen_ai.client.operation.duration",
+            "Duration.",
+            &["gen_ai.operation.name"],
+            "s",
+            &BUCKETS,
+        )
+        .observe(&["chat"], 0.2);
+        let text = r.render();
+        assert!(
+            text.contains("# TYPE gen_ai_client_token_usage histogram\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "gen_ai_client_token_usage_bucket{gen_ai_token_type=\"input\",le=\"4\"} 0\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "gen_ai_client_token_usage_bucket{gen_ai_token_type=\"input\",le=\"16\"} 1\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "gen_ai_client_operation_duration_seconds_count{gen_ai_operation_name=\"chat\"} 1\n"
+            ),
+            "{text}"
         );
     }
 }

@@ -1,275 +1,158 @@
-//! OTLP/gRPC export of the services' metric registries: every interval
-//! (`OTEL_METRIC_EXPORT_INTERVAL`, milliseconds, default 60 s) and once more at shutdown, each
-//! registry handed to [`crate::metrics::export`] is sent as one `ResourceMetrics` whose
-//! `service.name` is its service — cumulative sums for counters, gauges, and explicit-bucket
-//! histograms in seconds. The endpoint is `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`, else
-//! `OTEL_EXPORTER_OTLP_ENDPOINT`. A failed push is logged and retried at the next interval.
+//! OTLP/gRPC push of the services' metric registries through the OpenTelemetry SDK: one
+//! `SdkMeterProvider` per registry handed to [`crate::metrics::export`], whose resource's
+//! `service.name` is that service, with a periodic reader (`OTEL_METRIC_EXPORT_INTERVAL`,
+//! milliseconds, default 60 s) and the OTLP metric exporter; cumulative temporality, as
+//! Prometheus counts. The endpoint is `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`, else
+//! `OTEL_EXPORTER_OTLP_ENDPOINT`. The registry's instruments record into the provider's meter as
+//! well as into the Prometheus families (see [`crate::metrics`]); a failed push is logged by the
+//! SDK and the next interval sends the cumulative values again.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
-use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
-use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_client::MetricsServiceClient;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
-use opentelemetry_proto::tonic::metrics::v1::{
-    AggregationTemporality, Gauge, Histogram, HistogramDataPoint, Metric, NumberDataPoint,
-    ResourceMetrics, ScopeMetrics, Sum, metric, number_data_point,
-};
-use opentelemetry_proto::tonic::resource::v1::Resource;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::MeterProvider as _;
+use opentelemetry_otlp::WithExportConfig;
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider, Temporality};
 
-use crate::metrics::{BUCKETS, Kind, Series};
+use crate::metrics::Registry;
 
-fn now_nanos() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
+/// Where metrics go while a pipeline runs.
+#[derive(Debug, Clone)]
+struct Pipeline {
+    endpoint: String,
+    interval: Duration,
+    version: Option<String>,
 }
 
-fn string_kv(key: &str, value: &str) -> KeyValue {
-    KeyValue {
-        key: key.to_owned(),
-        value: Some(AnyValue {
-            value: Some(any_value::Value::StringValue(value.to_owned())),
-        }),
-        ..Default::default()
+#[derive(Default)]
+struct State {
+    pipeline: Option<Pipeline>,
+    providers: Vec<SdkMeterProvider>,
+}
+
+static STATE: Mutex<State> = Mutex::new(State {
+    pipeline: None,
+    providers: Vec::new(),
+});
+
+fn state() -> std::sync::MutexGuard<'static, State> {
+    STATE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn provider(pipeline: &Pipeline, service: &str) -> Option<SdkMeterProvider> {
+    // The tonic channel spawns its connection task on the current runtime.
+    tokio::runtime::Handle::try_current().ok()?;
+    let exporter = opentelemetry_otlp::MetricExporter::builder()
+        .with_tonic()
+        .with_endpoint(pipeline.endpoint.clone())
+        .with_temporality(Temporality::Cumulative)
+        .build()
+        .inspect_err(|e| tracing::warn!(error = %e, "metrics are not pushed over otlp"))
+        .ok()?;
+    let reader = PeriodicReader::builder(exporter)
+        .with_interval(pipeline.interval)
+        .build();
+    let mut resource = Resource::builder().with_service_name(service.to_owned());
+    if let Some(v) = &pipeline.version {
+        resource = resource.with_attribute(KeyValue::new("service.version", v.clone()));
+    }
+    Some(
+        SdkMeterProvider::builder()
+            .with_resource(resource.build())
+            .with_reader(reader)
+            .build(),
+    )
+}
+
+fn attach(state: &mut State, pipeline: &Pipeline, registry: &Registry, service: &str) {
+    if let Some(p) = provider(pipeline, service) {
+        registry.attach(p.meter("toolplane"));
+        state.providers.push(p);
     }
 }
 
-/// One export request with every live registry, as of now.
-pub(crate) fn request(start: u64, version: Option<&str>) -> ExportMetricsServiceRequest {
-    let now = now_nanos();
-    let mut resource_metrics = Vec::new();
-    for (service, registry) in crate::metrics::exported() {
-        let mut metrics = Vec::new();
-        for family in registry.snapshot() {
-            let attributes = |values: &[String]| -> Vec<KeyValue> {
-                family
-                    .labels
-                    .iter()
-                    .zip(values)
-                    .map(|(k, v)| string_kv(k, v))
-                    .collect()
-            };
-            let number = |values: &[String], v: f64| NumberDataPoint {
-                attributes: attributes(values),
-                start_time_unix_nano: start,
-                time_unix_nano: now,
-                value: Some(number_data_point::Value::AsDouble(v)),
-                ..Default::default()
-            };
-            // Counters and gauges hold plain values.
-            let numbers = || -> Vec<NumberDataPoint> {
-                family
-                    .series
-                    .iter()
-                    .filter_map(|(k, s)| match s {
-                        Series::Value(v) => Some(number(k, *v)),
-                        Series::Histogram { .. } => None,
-                    })
-                    .collect()
-            };
-            let data = match family.kind {
-                Kind::Counter => metric::Data::Sum(Sum {
-                    data_points: numbers(),
-                    aggregation_temporality: AggregationTemporality::Cumulative as i32,
-                    is_monotonic: true,
-                }),
-                Kind::Gauge => metric::Data::Gauge(Gauge {
-                    data_points: numbers(),
-                }),
-                Kind::Histogram => metric::Data::Histogram(Histogram {
-                    data_points: family
-                        .series
-                        .iter()
-                        .filter_map(|(k, s)| match s {
-                            Series::Histogram {
-                                buckets,
-                                sum,
-                                count,
-                            } => {
-                                // Stored cumulatively (≤ bound); OTLP wants each bucket's own
-                                // count, plus the overflow bucket.
-                                let mut counts = Vec::with_capacity(BUCKETS.len() + 1);
-                                let mut below = 0;
-                                for c in buckets {
-                                    counts.push(c - below);
-                                    below = *c;
-                                }
-                                counts.push(count - below);
-                                Some(HistogramDataPoint {
-                                    attributes: attributes(k),
-                                    start_time_unix_nano: start,
-                                    time_unix_nano: now,
-                                    count: *count,
-                                    sum: Some(*sum),
-                                    bucket_counts: counts,
-                                    explicit_bounds: BUCKETS.to_vec(),
-                                    ..Default::default()
-                                })
-                            }
-                            Series::Value(_) => None,
-                        })
-                        .collect(),
-                    aggregation_temporality: AggregationTemporality::Cumulative as i32,
-                }),
-            };
-            metrics.push(Metric {
-                name: family.name.to_owned(),
-                description: family.help.to_owned(),
-                unit: if family.kind == Kind::Histogram {
-                    "s".to_owned()
-                } else {
-                    String::new()
-                },
-                data: Some(data),
-                ..Default::default()
-            });
-        }
-        let mut attributes = vec![string_kv("service.name", &service)];
-        if let Some(v) = version {
-            attributes.push(string_kv("service.version", v));
-        }
-        resource_metrics.push(ResourceMetrics {
-            resource: Some(Resource {
-                attributes,
-                ..Default::default()
-            }),
-            scope_metrics: vec![ScopeMetrics {
-                scope: Some(InstrumentationScope {
-                    name: "toolplane".to_owned(),
-                    ..Default::default()
-                }),
-                metrics,
-                ..Default::default()
-            }],
-            ..Default::default()
-        });
+/// Called by [`crate::metrics::export`]: pushes `registry` when a pipeline runs.
+pub(crate) fn exported(registry: &Arc<Registry>, service: &str) {
+    let mut state = state();
+    if let Some(pipeline) = state.pipeline.clone() {
+        attach(&mut state, &pipeline, registry, service);
     }
-    ExportMetricsServiceRequest { resource_metrics }
 }
 
-/// The running pusher; [`MetricsPusher::stop`] sends a last export and waits for it.
+/// The running push; [`MetricsPusher::stop`] pushes a last time and shuts the providers down.
 #[derive(Debug)]
-pub(crate) struct MetricsPusher {
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
-}
+pub(crate) struct MetricsPusher(());
 
 impl MetricsPusher {
-    pub(crate) fn start(
-        endpoint: &str,
-        interval: Duration,
-        version: Option<String>,
-    ) -> Option<Self> {
-        let channel = tonic::transport::Endpoint::from_shared(endpoint.to_owned())
-            .ok()?
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(Duration::from_secs(10))
-            .connect_lazy();
-        let (tx, mut rx) = oneshot::channel::<()>();
-        let start = now_nanos();
-        let task = tokio::spawn(async move {
-            let mut client = MetricsServiceClient::new(channel);
-            let mut tick = tokio::time::interval(interval);
-            tick.tick().await;
-            loop {
-                let last = tokio::select! {
-                    _ = tick.tick() => false,
-                    _ = &mut rx => true,
-                };
-                let req = request(start, version.as_deref());
-                if !req.resource_metrics.is_empty()
-                    && let Err(status) = client.export(req).await
-                {
-                    tracing::warn!(code = ?status.code(), message = status.message(), "otlp metric export failed");
-                }
-                if last {
-                    return;
-                }
-            }
-        });
-        Some(MetricsPusher {
-            stop: Some(tx),
-            task,
-        })
+    /// Pushes every exported registry, and those exported later, to `endpoint`.
+    pub(crate) fn start(endpoint: &str, interval: Duration, version: Option<String>) -> Self {
+        let pipeline = Pipeline {
+            endpoint: endpoint.to_owned(),
+            interval,
+            version,
+        };
+        let mut state = state();
+        for (service, registry) in crate::metrics::exported() {
+            attach(&mut state, &pipeline, &registry, &service);
+        }
+        state.pipeline = Some(pipeline);
+        MetricsPusher(())
     }
 
-    /// Pushes once more and stops; waits at most `limit`.
-    pub(crate) fn stop(mut self, limit: Duration) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
+    /// Pushes once more and stops (the SDK waits for the last export).
+    pub(crate) fn stop(self) {
+        let providers = {
+            let mut state = state();
+            state.pipeline = None;
+            std::mem::take(&mut state.providers)
+        };
+        for p in providers {
+            if let Err(e) = crate::setup::blocking(|| p.shutdown()) {
+                tracing::warn!(error = %e, "the last otlp metric push failed");
+            }
         }
-        let task = &mut self.task;
-        crate::setup::block_on_current(async move {
-            let _ = tokio::time::timeout(limit, task).await;
-        });
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
+    use std::time::Duration;
 
     use super::*;
-    use crate::metrics::Registry;
 
-    #[test]
-    fn each_registry_is_a_resource_with_its_service_name_and_cumulative_points() {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn counters_gauges_and_histograms_reach_the_collector_when_the_push_stops() {
+        let mut collector = fake_opentelemetry_collector::FakeCollectorServer::start()
+            .await
+            .unwrap();
         let registry = Arc::new(Registry::new());
         crate::metrics::export(&registry, "toolplane-test-service");
+        let pusher = MetricsPusher::start(
+            &collector.endpoint(),
+            Duration::from_secs(3600),
+            Some("9.9.9".into()),
+        );
         registry
-            .counter("t_total", "T.", &["tool"])
+            .counter("t_otlp_total", "T.", &["tool"])
             .add(&["a"], 3.0);
-        let h = registry.histogram("t_seconds", "S.", &[]);
-        h.observe(&[], 0.003);
-        h.observe(&[], 120.0);
-        let req = request(1, Some("9.9.9"));
-        let ours = req
-            .resource_metrics
-            .iter()
-            .find(|r| {
-                r.resource.as_ref().is_some_and(|res| {
-                    res.attributes.iter().any(|kv| {
-                        kv.key == "service.name"
-                            && kv.value.as_ref().and_then(|v| v.value.as_ref())
-                                == Some(&any_value::Value::StringValue(
-                                    "toolplane-test-service".into(),
-                                ))
-                    })
-                })
-            })
-            .expect("the registry's resource");
-        let metrics = &ours.scope_metrics[0].metrics;
-        let Some(metric::Data::Sum(sum)) = &metrics[0].data else {
-            panic!("a counter is a sum")
-        };
-        assert!(sum.is_monotonic);
-        assert_eq!(
-            sum.aggregation_temporality,
-            AggregationTemporality::Cumulative as i32
-        );
-        assert_eq!(
-            sum.data_points[0].value,
-            Some(number_data_point::Value::AsDouble(3.0))
-        );
-        let Some(metric::Data::Histogram(hist)) = &metrics[1].data else {
-            panic!("a histogram")
-        };
-        let p = &hist.data_points[0];
-        assert_eq!(p.count, 2);
-        assert_eq!(p.explicit_bounds.len() + 1, p.bucket_counts.len());
-        assert_eq!(p.bucket_counts.iter().sum::<u64>(), 2);
-        // 3 ms lands in the (2.5 ms, 5 ms] bucket; 120 s overflows.
-        assert_eq!(p.bucket_counts[3], 1);
-        assert_eq!(*p.bucket_counts.last().unwrap(), 1);
-        drop(registry);
-        assert!(
-            !request(1, None)
-                .resource_metrics
-                .iter()
-                .any(|r| format!("{r:?}").contains("toolplane-test-service"))
-        );
+        registry
+            .gauge("t_otlp_connections", "C.", &["state"])
+            .set(&["connected"], 2.0);
+        registry
+            .histogram("t_otlp_seconds", "S.", &[])
+            .observe(&[], 0.003);
+        pusher.stop();
+        let exported = collector.exported_metrics(1, Duration::from_secs(10)).await;
+        let text = format!("{exported:?}");
+        for name in ["t_otlp_total", "t_otlp_connections", "t_otlp_seconds"] {
+            assert!(
+                text.contains(&format!("name: \"{name}\"")),
+                "{name}: {text}"
+            );
+        }
+        assert!(text.contains("unit: \"s\""), "{text}");
+        assert!(text.contains("\"tool\""), "{text}");
     }
 }

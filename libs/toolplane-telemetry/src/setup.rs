@@ -8,7 +8,6 @@
 //! warning, and an unreachable collector only loses spans.
 
 use std::io::IsTerminal;
-use std::time::Duration;
 
 use opentelemetry::KeyValue;
 use opentelemetry::trace::TracerProvider as _;
@@ -122,31 +121,13 @@ pub fn init(config: TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
     }
 
     let metrics = match &resolved.metrics {
-        Some((endpoint, interval)) if tokio::runtime::Handle::try_current().is_ok() => {
-            let pusher =
-                MetricsPusher::start(endpoint, *interval, resolved.service_version.clone());
-            if pusher.is_none() {
-                tracing::warn!(
-                    endpoint = endpoint.as_str(),
-                    "the otlp metrics endpoint is not a valid uri; metrics are not pushed"
-                );
-            }
-            pusher
-        }
+        Some((endpoint, interval)) if tokio::runtime::Handle::try_current().is_ok() => Some(
+            MetricsPusher::start(endpoint, *interval, resolved.service_version.clone()),
+        ),
         _ => None,
     };
 
     Ok(TelemetryGuard { provider, metrics })
-}
-
-/// Waits for `fut` from synchronous code inside a multi-thread runtime (a guard's shutdown); on
-/// any other thread it does not wait.
-pub(crate) fn block_on_current(fut: impl std::future::Future<Output = ()>) {
-    if let Ok(handle) = tokio::runtime::Handle::try_current()
-        && handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
-    {
-        tokio::task::block_in_place(|| handle.block_on(fut));
-    }
 }
 
 /// Spans that leave the process: `info` and above, whatever `RUST_LOG` says, minus the HTTP/2
@@ -220,7 +201,7 @@ impl TelemetryGuard {
 
     fn shutdown_provider(&mut self) -> Result<(), TelemetryError> {
         if let Some(metrics) = self.metrics.take() {
-            metrics.stop(Duration::from_secs(5));
+            metrics.stop();
         }
         let Some(provider) = self.provider.take() else {
             return Ok(());
@@ -239,7 +220,7 @@ impl Drop for TelemetryGuard {
 
 /// Runs a blocking call without stalling the runtime worker it may be called from: the export
 /// the flush waits for may be scheduled on this very worker.
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
+pub(crate) fn blocking<T>(f: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current() {
         Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
             tokio::task::block_in_place(f)

@@ -2,13 +2,14 @@
 //! in-process scripted provider) as the runtime's [`ModelCall`].
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 use toolplane_core::egress::EgressPolicy;
 
 use crate::context::ports::{ModelCall, Models};
+use crate::metrics::RuntimeMetrics;
 use crate::model::provider::{CallError, Endpoint, ModelClient};
 
 /// Model clients over HTTP, one per invocation, under the egress policy of the run's cell. The
@@ -19,6 +20,7 @@ use crate::model::provider::{CallError, Endpoint, ModelClient};
 pub struct HttpModels {
     egress: EgressPolicy,
     shared: Mutex<HashMap<String, reqwest::Client>>,
+    metrics: OnceLock<RuntimeMetrics>,
 }
 
 impl HttpModels {
@@ -26,7 +28,14 @@ impl HttpModels {
         HttpModels {
             egress,
             shared: Mutex::new(HashMap::new()),
+            metrics: OnceLock::new(),
         }
+    }
+
+    /// Records every model call of the clients made from now on into `metrics` (the
+    /// `gen_ai.client.*` histograms).
+    pub fn record_into(&self, metrics: RuntimeMetrics) {
+        let _ = self.metrics.set(metrics);
     }
 
     /// The cell's shared HTTP client, built on first use.
@@ -47,14 +56,24 @@ impl Models for HttpModels {
         // Refused before a client is built for a cell that may never reach anything.
         endpoint.check_egress(&egress)?;
         let http = self.http(cell, &egress)?;
-        Ok(Box::new(ModelClient::with_http(endpoint, &egress, http)?))
+        Ok(Box::new(Measured {
+            client: ModelClient::with_http(endpoint, &egress, http)?,
+            metrics: self.metrics.get().cloned(),
+        }))
     }
 }
 
+/// A model client whose attempts are recorded in the runtime's GenAI metrics.
+#[derive(Debug)]
+struct Measured {
+    client: ModelClient,
+    metrics: Option<RuntimeMetrics>,
+}
+
 #[async_trait]
-impl ModelCall for ModelClient {
+impl ModelCall for Measured {
     fn endpoint(&self) -> &Endpoint {
-        ModelClient::endpoint(self)
+        self.client.endpoint()
     }
 
     fn resumable_endpoint(&self) -> Endpoint {
@@ -68,7 +87,16 @@ impl ModelCall for ModelClient {
         tools: &Map<String, Value>,
         round: u32,
     ) -> Result<String, CallError> {
-        ModelClient::call(self, system, history, tools, round).await
+        let started = std::time::Instant::now();
+        let result = self.client.call(system, history, tools, round).await;
+        if let Some(m) = &self.metrics {
+            m.gen_ai_call(
+                self.client.endpoint(),
+                result.as_ref().map(String::as_str),
+                started.elapsed().as_secs_f64(),
+            );
+        }
+        result
     }
 }
 

@@ -32,13 +32,16 @@ impl Runtime {
                 RuntimeError::dependency(format!("opening {}: {e}", cfg.data_dir.display()))
             })?;
         let peers = Arc::new(Peers::new(&cfg)?);
+        let models = Arc::new(super::models::HttpModels::new(cfg.egress.clone()));
         let ports = Ports {
             catalog: peers.clone(),
             workspace: peers.clone(),
             tools: peers,
-            models: Arc::new(super::models::HttpModels::new(cfg.egress.clone())),
+            models: models.clone(),
         };
-        Ok(Runtime::assemble(cfg, ports, Arc::new(fs)).await)
+        let runtime = Runtime::assemble(cfg, ports, Arc::new(fs)).await;
+        models.record_into(runtime.metrics.clone());
+        Ok(runtime)
     }
 }
 

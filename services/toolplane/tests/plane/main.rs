@@ -19,6 +19,7 @@ mod hostile;
 mod mcp_face;
 mod mcp_live;
 mod metrics;
+mod metrics_promtool;
 mod model_http;
 mod mtls;
 mod plane_reflection;
