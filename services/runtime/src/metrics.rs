@@ -202,6 +202,7 @@ mod tests {
             base_url: "http://127.0.0.1:8000/v1".into(),
             model: "alias".into(),
             api_key: None,
+            api_key_env: None,
             timeout: Duration::from_secs(1),
             max_retries: 0,
             max_output_tokens: None,

@@ -77,7 +77,7 @@ impl ModelCall for Measured {
     }
 
     fn resumable_endpoint(&self) -> Endpoint {
-        ModelClient::resumable_endpoint(self)
+        self.client.resumable_endpoint()
     }
 
     async fn call(
