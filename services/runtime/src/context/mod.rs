@@ -7,6 +7,7 @@
 //! peers are reached only through the traits in [`ports`].
 
 pub mod approvals;
+pub mod catalogs;
 pub mod held;
 pub mod journal;
 pub mod ports;
@@ -54,6 +55,8 @@ pub struct Runtime {
     pub metrics: RuntimeMetrics,
     /// Held calls and questions (docs/approvals.md).
     pub approvals: Approvals,
+    /// The MCP catalog changes each running invocation was told of.
+    pub told_catalogs: catalogs::ToldCatalogs,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -85,6 +88,7 @@ impl Runtime {
             launcher,
             metrics: RuntimeMetrics::default(),
             approvals: Approvals::default(),
+            told_catalogs: catalogs::ToldCatalogs::default(),
         });
         let _ = rt.me.set(Arc::downgrade(&rt));
         rt
