@@ -201,7 +201,8 @@ async fn catalog_changes(h: &mut Harness, run: &str) -> Vec<Value> {
 
 /// The running invocation is told, once, in its run's journal, that the server's list changed:
 /// old and new versions, the tool added, and that it keeps its snapshot while the next
-/// invocation gets the new list. It keeps calling the tools it has.
+/// invocation gets the new list. It keeps calling the tools it has. A second change is told once
+/// more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_invocation_is_told_once_that_its_server_changed() {
     let mut h = harness().await;
@@ -252,4 +253,49 @@ async fn a_running_invocation_is_told_once_that_its_server_changed() {
     assert_eq!(change["removed"], json!([]));
     let detail = change["detail"].as_str().unwrap();
     assert!(detail.contains("keeps its snapshot"), "{detail}");
+
+    // A later change is told again, from the version told before; what the profile gains is
+    // still counted from the snapshot.
+    let r = h
+        .execute(
+            &inv.invocation_id,
+            &turn,
+            OPENAI,
+            openai_calls(&[("c4", "mcp__live__add_tool", json!({"name": "delta"}))]),
+        )
+        .await
+        .unwrap();
+    assert!(!r.results[0].is_error, "{:?}", r.results[0]);
+    turn = r.next_turn.unwrap().turn_id;
+    let delta_id = format!("mcp/{}:delta", server.server_id);
+    until_listed(&h, &delta_id).await;
+    let r = h
+        .execute(
+            &inv.invocation_id,
+            &turn,
+            OPENAI,
+            openai_calls(&[("c5", "mcp__live__alpha", json!({}))]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.results[0].content, "alpha: ok", "{:?}", r.results[0]);
+    let changes = catalog_changes(&mut h, &run).await;
+    assert_eq!(changes.len(), 2, "{changes:?}");
+    let later = &changes[1];
+    assert_eq!(later["snapshotVersion"], before);
+    assert_eq!(later["previousVersion"], change["version"]);
+    assert!(
+        later["version"].as_u64() > change["version"].as_u64(),
+        "{later}"
+    );
+    let mut added: Vec<String> = later["added"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect();
+    added.sort();
+    let mut expected = vec![delta_id, gamma_id];
+    expected.sort();
+    assert_eq!(added, expected);
 }
