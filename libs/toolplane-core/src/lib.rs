@@ -26,6 +26,7 @@ pub mod hardline;
 pub mod id;
 pub mod invocation;
 pub mod lexpath;
+pub mod mcp_change;
 pub mod policy;
 pub mod profile;
 pub mod result;

@@ -23,6 +23,7 @@ use toolplane_core::egress::EgressPolicy;
 
 use crate::children::ProcessSettings;
 use crate::error::{MCP_CONNECTION_FAILED, MCP_EGRESS_DENIED, ProxyError};
+use crate::http_listing::ListingClient;
 use crate::raw_listing::RawListing;
 use crate::registration::{Limits, Registration, TransportSpec};
 use crate::stdio::{
@@ -83,7 +84,7 @@ impl ClientHandler for ProxyClient {
 }
 
 /// What a connection reports back to its registration's supervisor: the server's
-/// `notifications/tools/list_changed`, and the listing fields rmcp drops (stdio only).
+/// `notifications/tools/list_changed`, and the listing fields rmcp drops.
 #[derive(Debug, Clone, Default)]
 pub struct ConnectionHooks {
     pub list_changed: Arc<Notify>,
@@ -333,7 +334,10 @@ pub async fn connect(
                 .reinit_on_expired_session(true);
             let transport = Watched {
                 inner: StreamableHttpClientTransport::with_client(
-                    crate::egress::http_client(egress)?,
+                    ListingClient::new(
+                        crate::egress::http_client(egress)?,
+                        hooks.raw_listing.clone(),
+                    ),
                     config,
                 ),
                 dead: dead.clone(),
@@ -360,14 +364,16 @@ pub async fn connect(
                     }
                     err
                 })?;
-            Ok(finish(
+            let mut conn = finish(
                 service,
                 TransportKind::StreamableHttp,
                 dead,
                 violation,
                 None,
             )
-            .await)
+            .await;
+            conn.raw_listing = hooks.raw_listing.clone();
+            Ok(conn)
         }
     }
 }

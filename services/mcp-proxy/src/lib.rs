@@ -25,6 +25,7 @@ pub mod egress;
 pub mod error;
 pub mod execute;
 pub mod grpc;
+pub mod http_listing;
 pub mod live;
 pub mod persist;
 pub mod projection;

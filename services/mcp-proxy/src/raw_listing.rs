@@ -5,10 +5,11 @@
 //! task (`execution.taskSupport: "required"`). A tool listed without that fact looks usable and
 //! every call of it fails (`-32601 … requires task augmentation`). The stdio transport, which
 //! reads the server's lines itself, hands each line that can be a listing to
-//! [`RawListing::observe`]; discovery puts the recorded `execution` back into each tool's JSON
-//! ([`RawListing::restore`]) before the catalog builder reads it, so such a tool is listed
-//! unusable with `mcp.task_required` (docs/mcp-proxy.md, "MCP tasks"). Streamable HTTP responses
-//! are parsed inside rmcp and never seen raw here.
+//! [`RawListing::observe`], and so does the streamable HTTP client
+//! ([`crate::http_listing::ListingClient`]) with the raw `tools/list` responses; discovery puts
+//! the recorded `execution` back into each tool's JSON ([`RawListing::restore`]) before the
+//! catalog builder reads it, so such a tool is listed unusable with `mcp.task_required`
+//! (docs/mcp-proxy.md, "MCP tasks").
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};

@@ -2,7 +2,7 @@
 //! SDK whose tool list changes while it runs (it announces the change with
 //! `notifications/tools/list_changed`) and after a restart, picked up without `RefreshServer`;
 //! and `server-everything`'s `simulate-research-query`, which runs only as an MCP task, listed
-//! unusable with its reason instead of usable and failing.
+//! unusable with its reason instead of usable and failing, over stdio and streamable HTTP.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -162,10 +162,28 @@ async fn a_tool_that_runs_only_as_a_task_is_listed_unusable_with_its_reason() {
     let entry = toolplane_testkit::mcp_fixture::server_everything_entry().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut h = Harness::start(dir.path()).await;
+    let transport = stdio("node", &[&entry.to_string_lossy(), "stdio"], &[]);
+    assert_the_task_only_tool_is_unusable(&mut h, transport).await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_only_tool_of_a_streamable_http_server_is_listed_unusable_too() {
+    let server = toolplane_testkit::mcp_fixture::HttpServerProcess::server_everything().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = Harness::start(dir.path()).await;
+    assert_the_task_only_tool_is_unusable(&mut h, http(server.url())).await;
+    h.stop().await;
+}
+
+/// Registers server-everything over `transport` and checks that `simulate-research-query`
+/// (which runs only as an MCP task) is listed unusable with its reason and refused unsent, while
+/// its neighbours stay usable.
+async fn assert_the_task_only_tool_is_unusable(h: &mut Harness, transport: pb::McpTransport) {
     let up = h
         .upsert(pb::UpsertServerRequest {
             display_name: "everything".into(),
-            transport: Some(stdio("node", &[&entry.to_string_lossy(), "stdio"], &[])),
+            transport: Some(transport),
             default_permission: pb::McpToolPermission::Allow as i32,
             ..Default::default()
         })
@@ -206,5 +224,7 @@ async fn a_tool_that_runs_only_as_a_task_is_listed_unusable_with_its_reason() {
         )
         .await;
     assert_error(&r, "mcp.task_required", pb::ExecutionOutcome::NotSent);
-    h.stop().await;
+    // The usable neighbour still answers over the same session.
+    let r = h.call(&tool_id(&srv, "echo"), r#"{"message":"hi"}"#).await;
+    assert_eq!(result(&r).content, "Echo: hi");
 }

@@ -236,6 +236,10 @@ pub struct UpArgs {
     /// `*_API_KEY,*_MCP_TOKEN`.
     #[arg(long, env = "TOOLPLANE_ENV_ALLOW", value_name = "NAME,...")]
     pub env_allow: Option<String>,
+    /// `Host` values the MCP face at `/mcp` answers besides the loopback names (comma-separated,
+    /// `name` or `name:port`, or `*` for any), as the runtime's `mcp_allowed_hosts`.
+    #[arg(long, env = "TOOLPLANE_MCP_ALLOWED_HOSTS", value_name = "HOST,...")]
+    pub mcp_allowed_hosts: Option<String>,
     /// Also run a built-in scripted agent against the plane and show its timeline.
     #[arg(long)]
     pub demo: bool,

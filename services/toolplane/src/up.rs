@@ -42,6 +42,14 @@ pub async fn up(args: UpArgs, out: Out) -> Result<u8, CliError> {
             );
         }
     }
+    if let Some(list) = &args.mcp_allowed_hosts {
+        cfg.runtime.mcp_allowed_hosts = list
+            .split(',')
+            .map(str::trim)
+            .filter(|h| !h.is_empty())
+            .map(str::to_owned)
+            .collect();
+    }
     cfg.profiles_dir = match args.profiles_dir {
         Some(dir) if !dir.is_dir() => {
             return Err(CliError::InvalidInput(format!(

@@ -7,6 +7,7 @@
 //! peers are reached only through the traits in [`ports`].
 
 pub mod approvals;
+pub mod catalogs;
 pub mod held;
 pub mod journal;
 pub mod ports;
@@ -56,6 +57,8 @@ pub struct Runtime {
     pub approvals: Approvals,
     /// The name this runtime holds run leases under (`[cluster] holder`, or a fresh one).
     pub lease_holder: String,
+    /// The MCP catalog changes each running invocation was told of.
+    pub told_catalogs: catalogs::ToldCatalogs,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -93,6 +96,7 @@ impl Runtime {
             } else {
                 cfg_holder
             },
+            told_catalogs: catalogs::ToldCatalogs::default(),
         });
         let _ = rt.me.set(Arc::downgrade(&rt));
         rt

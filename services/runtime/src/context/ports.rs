@@ -150,6 +150,18 @@ pub trait Catalog: Send + Sync + Debug {
         page_size: u32,
         page_token: &str,
     ) -> Result<ProfilePage, PortError>;
+    /// The tools of MCP server `server_id` (its registration id) as the catalog lists them now,
+    /// unusable ones included, each naming the version of the server's list it was read from.
+    /// Read at each turn of an invocation that binds the server's tools, to tell it the list
+    /// changed; a catalog that cannot say lists nothing.
+    async fn mcp_server_tools(
+        &self,
+        cell_id: &str,
+        server_id: &str,
+    ) -> Result<Vec<ListedTool>, PortError> {
+        let _ = (cell_id, server_id);
+        Ok(Vec::new())
+    }
 }
 
 /// Which run a workspace request is about, and the epoch it is made under.

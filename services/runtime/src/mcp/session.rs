@@ -2,7 +2,8 @@
 //! the run `?run=` names, or in a run the session creates) for the profile `?profile=` names, as
 //! the caller of the HTTP request (its cell from its credential); `tools/list` lists the current
 //! turn's tools under their aliases; `tools/call` hands the call to the host-driven pipeline as a
-//! one-call turn, exactly as `ExecuteToolCalls` does; `resources/read` reads the stored objects of
+//! one-call turn, exactly as `ExecuteToolCalls` does, cancelled by the client's
+//! `notifications/cancelled` (`tools::call_cancel`); `resources/read` reads the stored objects of
 //! the session's run. Dropping the session (the client's `DELETE`, the session's idle timeout,
 //! the server stopping) closes the invocation and finishes a run the session created.
 
@@ -29,7 +30,8 @@ use crate::context::Runtime;
 use crate::error::RuntimeError;
 use crate::lifecycle::NewRun;
 use crate::pipeline::HostCalls;
-use crate::state::{Driver, Invocation, Run, turn_id};
+use crate::state::{CancelFlag, Driver, Invocation, Run, turn_id};
+use crate::tools::call_cancel;
 
 /// The newest protocol revision with sessions. The plane serves MCP with sessions (a session is
 /// an invocation); the stateless revisions after it have none (docs/mcp-server.md).
@@ -340,7 +342,19 @@ impl ServerHandler for McpSession {
         let name = request.name.to_string();
         let span = span("tools/call", self.session_id(), Some(&name));
         let before = self.advertised().await?;
-        let answer = self.call(request).instrument(span).await;
+        // The client's `notifications/cancelled` for this request (or the session ending) cancels
+        // the call in the pipeline, which answers and journals it as cancelled; rmcp sends the
+        // client no response for a cancelled request.
+        let cancel = Arc::new(CancelFlag::default());
+        let call = call_cancel::scope(Arc::clone(&cancel), self.call(request).instrument(span));
+        tokio::pin!(call);
+        let answer = tokio::select! {
+            answer = &mut call => answer,
+            () = context.ct.cancelled() => {
+                cancel.cancel();
+                call.await
+            }
+        };
         if self.advertised().await? > before
             && let Err(e) = context.peer.notify_tool_list_changed().await
         {

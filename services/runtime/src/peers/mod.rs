@@ -19,6 +19,7 @@ use tonic::metadata::{AsciiMetadataValue, MetadataKey, MetadataMap, MetadataValu
 use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
+use toolplane_proto::v1::catalog_service_client::CatalogServiceClient;
 use toolplane_proto::v1::profile_service_client::ProfileServiceClient;
 use toolplane_proto::v1::tool_executor_client::ToolExecutorClient;
 use toolplane_proto::v1::workspace_service_client::WorkspaceServiceClient;
@@ -118,6 +119,12 @@ impl Peers {
 
     pub fn profiles(&self) -> ProfileServiceClient<Traced> {
         ProfileServiceClient::with_interceptor(self.catalog.clone(), self.plane.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    /// The catalog's tool listings (an MCP server's current tools, for catalog changes).
+    pub fn tool_catalog(&self) -> CatalogServiceClient<Traced> {
+        CatalogServiceClient::with_interceptor(self.catalog.clone(), self.plane.clone())
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
     }
 

@@ -11,8 +11,8 @@ use super::Peers;
 use crate::config::RuntimeConfig;
 use crate::context::ports::{
     Catalog, CommittedMessage, CreatedWorkspace, ExecuteCall, Executed, InvocationWorkspace,
-    JournalPage, NewRunWorkspace, PortError, ProfilePage, Promoted, RecordStream, ResolvedProfile,
-    RunScope, StoredProfile, ToolHost, ToolHosts, Workspace,
+    JournalPage, ListedTool, NewRunWorkspace, PortError, ProfilePage, Promoted, RecordStream,
+    ResolvedProfile, RunScope, StoredProfile, ToolHost, ToolHosts, Workspace,
 };
 use crate::context::{Ports, Runtime};
 use crate::convert::peers::{
@@ -127,6 +127,35 @@ impl Catalog for Peers {
                 .collect(),
             next_page_token: r.next_page_token,
         })
+    }
+
+    async fn mcp_server_tools(
+        &self,
+        cell_id: &str,
+        server_id: &str,
+    ) -> Result<Vec<ListedTool>, PortError> {
+        let mut tools = Vec::new();
+        let mut page_token = String::new();
+        loop {
+            let r = self
+                .tool_catalog()
+                .list_tools(pb::ListToolsRequest {
+                    cell_id: cell_id.to_owned(),
+                    include_unusable: true,
+                    provider: format!("mcp/{server_id}"),
+                    page_size: 1000,
+                    page_token,
+                    ..Default::default()
+                })
+                .await
+                .map_err(err)?
+                .into_inner();
+            tools.extend(r.tools.into_iter().map(listed_tool));
+            if r.next_page_token.is_empty() {
+                return Ok(tools);
+            }
+            page_token = r.next_page_token;
+        }
     }
 }
 

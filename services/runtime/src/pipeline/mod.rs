@@ -17,6 +17,7 @@
 //! never names an object that could be missing.
 
 pub mod admit;
+mod catalogs;
 pub mod collect;
 pub mod execute;
 pub mod govern;
@@ -112,7 +113,45 @@ impl Decided {
 /// Runs one turn's decoded calls, made for `cell` (the caller's cell; governance's Zone layer
 /// denies every call when it is not the run's). A provider-contract violation found by the gate
 /// ends the turn with an error (the invocation fails); everything else becomes a result.
+///
+/// Beside the calls, the catalog is asked whether an MCP server the snapshot binds has a newer
+/// tool list; a change not yet told is journalled after the calls ([`catalogs`]).
 pub async fn run_turn(
+    rt: &Runtime,
+    inv: &Invocation,
+    inner: &mut InvocationInner,
+    calls: Vec<ToolInvocation>,
+    cell: &str,
+) -> Result<TurnOutcome, RuntimeError> {
+    let watched = catalogs::Watched {
+        cell: inv.run.cell.clone(),
+        invocation_id: inv.id.clone(),
+        snapshot: std::sync::Arc::clone(&inner.snapshot),
+        allow: inner.profile.tools.allow.clone(),
+        deny: inner.profile.tools.deny.clone(),
+    };
+    let (out, changes) = tokio::join!(
+        run_calls(rt, inv, inner, calls, cell),
+        catalogs::changes(rt, watched)
+    );
+    let out = out?;
+    if !changes.is_empty() && !inv.run.is_cancelled() {
+        // The record only informs; a journal that refuses it fails no turn.
+        if let Err(e) = rt
+            .append(&inv.run, inv.run.epoch(), Vec::new(), changes)
+            .await
+        {
+            tracing::warn!(invocation = %inv.id, error = %e, "mcp_catalog_changed not journalled");
+        }
+    }
+    if out.terminal.is_some() {
+        rt.told_catalogs.forget(&inv.id);
+    }
+    Ok(out)
+}
+
+/// The turn's calls, one at a time.
+async fn run_calls(
     rt: &Runtime,
     inv: &Invocation,
     inner: &mut InvocationInner,

@@ -1,7 +1,8 @@
 //! Calls that leave the runtime: the workspace's tools, MCP tools through the mcp-proxy and
 //! external hosts, each sent through the tool-hosts port with the [`ToolContext`] every executor
-//! receives. A cancel of the run drops a call in flight, the workspace's included; a host that does
-//! not answer in time is a timeout whose outcome is unknown.
+//! receives. A cancel of the run, or of the call by its client ([`call_cancel`]), drops a call in
+//! flight, the workspace's included; a host that does not answer in time is a timeout whose
+//! outcome is unknown.
 
 use std::time::Duration;
 
@@ -12,11 +13,11 @@ use toolplane_core::invocation::ToolInvocation;
 use toolplane_core::result::AgentToolResult;
 use toolplane_core::snapshot::{Executor, ToolBinding};
 
-use super::{Dispatched, Effect};
+use super::{Dispatched, Effect, call_cancel};
 use crate::context::Runtime;
 use crate::context::ports::{ExecuteCall, Executed, Outcome, PortErrorKind, ToolContext, ToolHost};
 use crate::error::RuntimeError;
-use crate::state::{Invocation, InvocationInner, Stop, now_ms};
+use crate::state::{Invocation, InvocationInner, now_ms};
 
 /// The margin a request gets on the wire beyond the tool's own limit.
 const WIRE_MARGIN: Duration = Duration::from_secs(1);
@@ -59,13 +60,13 @@ pub async fn on_workspace(
     // a slow workspace tool (a search over a large tree), and the call is answered and journalled
     // as cancelled. The workspace commits its writes atomically, so a dropped write either
     // happened whole or not at all; which one is unknown here.
-    let stop = Stop::run(std::sync::Arc::clone(&inv.run));
+    let stop = call_cancel::stop(inv);
     let answered = tokio::select! {
         r = rt.ports.tools.execute(ToolHost::Workspace, request) => r?,
         () = stop.wait() => {
             return Ok(Dispatched::cancelled(
                 call,
-                "the run was cancelled while the workspace tool ran; whether it took effect is unknown",
+                &format!("{} while the workspace tool ran; whether it took effect is unknown", call_cancel::who(inv)),
                 Outcome::Unknown,
             ));
         }
@@ -100,16 +101,16 @@ pub async fn on_host(
         _ => ToolHost::McpProxy,
     };
     let sent = tokio::time::timeout(timeout + WIRE_MARGIN, rt.ports.tools.execute(host, request));
-    // A cancel of the run drops the request: the mcp-proxy (or the host) sees its caller go and
-    // tells the server to stop (`notifications/cancelled`), and the call is answered and
-    // journalled as cancelled before the run ends.
-    let stop = Stop::run(std::sync::Arc::clone(&inv.run));
+    // A cancel of the run, or of the call by its client, drops the request: the mcp-proxy (or the
+    // host) sees its caller go and tells the server to stop (`notifications/cancelled`), and the
+    // call is answered and journalled as cancelled.
+    let stop = call_cancel::stop(inv);
     let response = tokio::select! {
         r = sent => r,
         () = stop.wait() => {
             return Ok(Dispatched::cancelled(
                 call,
-                "the run was cancelled while the call ran; the tool's host was told to stop, and whether the call took effect is unknown",
+                &format!("{} while the call ran; the tool's host was told to stop, and whether the call took effect is unknown", call_cancel::who(inv)),
                 Outcome::Unknown,
             ));
         }

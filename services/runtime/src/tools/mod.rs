@@ -6,6 +6,7 @@
 //! whether a call runs and records what it did.
 
 pub mod agents;
+pub mod call_cancel;
 pub mod control;
 pub mod executors;
 pub mod search;
@@ -95,11 +96,12 @@ pub async fn dispatch(
     call: &ToolInvocation,
     args: &Map<String, Value>,
 ) -> Result<Dispatched, RuntimeError> {
-    // A cancelled run starts no more calls; the rest of its turn is answered as not sent.
-    if inv.run.is_cancelled() {
+    // A cancelled run starts no more calls; the rest of its turn is answered as not sent. So is a
+    // call its client cancelled before it was sent.
+    if inv.run.is_cancelled() || call_cancel::is_cancelled() {
         return Ok(Dispatched::cancelled(
             call,
-            "the run was cancelled before the call was sent",
+            &format!("{} before the call was sent", call_cancel::who(inv)),
             Outcome::NotSent,
         ));
     }

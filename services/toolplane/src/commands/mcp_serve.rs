@@ -3,8 +3,10 @@
 //! MCP face (`/mcp` on the runtime's HTTP port, docs/mcp-server.md). It connects once, as one
 //! session — one invocation — with the credential of the environment (`TOOLPLANE_TOKEN`, else the
 //! local admin token for a plane on loopback), then forwards `tools/list`, `tools/call` and
-//! `resources/read` unchanged, errors included. When the stdio client goes away the HTTP session
-//! is deleted, which ends the invocation.
+//! `resources/read` unchanged, errors included. Requests are forwarded as they arrive, each on its
+//! own task (rmcp's server side), so a slow call does not stop the bridge reading: a `ping` is
+//! answered and a `notifications/cancelled` is forwarded to the plane while calls run. When the
+//! stdio client goes away the HTTP session is deleted, which ends the invocation.
 
 use std::sync::Arc;
 
@@ -71,16 +73,19 @@ impl ServerHandler for Bridge {
             .map_err(forwarded)
     }
 
+    /// A call, cancelled upstream when the stdio client cancels it: rmcp's server side cancels
+    /// the request's token on `notifications/cancelled` (and answers nothing for it), and dropping
+    /// the upstream request sends the plane `notifications/cancelled` for it.
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        self.plane
-            .peer()
-            .call_tool_once(request)
-            .await
-            .map_err(forwarded)
+        let peer = self.plane.peer();
+        tokio::select! {
+            answer = peer.call_tool_once(request) => answer.map_err(forwarded),
+            () = context.ct.cancelled() => Err(McpError::internal_error("the client cancelled the call", None)),
+        }
     }
 
     async fn read_resource(

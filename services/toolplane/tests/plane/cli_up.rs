@@ -234,3 +234,39 @@ fn a_port_in_use_is_one_clear_line_and_a_non_zero_exit() {
     let usage = run_in(dir.path(), &["up", "--once"]);
     assert_eq!(usage.code, Some(2), "{}", usage.stderr);
 }
+
+/// The HTTP status of an MCP `initialize` posted to `/mcp` on `port` with `host` as `Host`.
+fn mcp_initialize_status(port: u16, host: &str) -> u16 {
+    use std::io::{Read as _, Write as _};
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"host-check","version":"1"}}}"#;
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        stream,
+        "POST /mcp?profile=nobody HTTP/1.1\r\nHost: {host}\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).unwrap();
+    // `HTTP/1.1 403`
+    String::from_utf8_lossy(&head[9..12]).parse().unwrap()
+}
+
+#[test]
+fn up_mcp_allowed_hosts_lets_the_mcp_face_answer_those_hosts_only() {
+    let up = Up::start(&["--mcp-allowed-hosts", "tools.example.com, 10.0.0.5:7411"]);
+    let port = up.ports.metrics[0];
+    assert_ne!(mcp_initialize_status(port, "tools.example.com"), 403);
+    assert_ne!(mcp_initialize_status(port, "10.0.0.5:7411"), 403);
+    assert_ne!(mcp_initialize_status(port, "localhost"), 403);
+    assert_eq!(mcp_initialize_status(port, "evil.example.com"), 403);
+    assert_eq!(mcp_initialize_status(port, "10.0.0.5:80"), 403);
+    up.interrupt();
+
+    // Without the flag only the loopback names are answered.
+    let up = Up::start(&[]);
+    let port = up.ports.metrics[0];
+    assert_eq!(mcp_initialize_status(port, "tools.example.com"), 403);
+    assert_ne!(mcp_initialize_status(port, "localhost"), 403);
+    up.interrupt();
+}

@@ -285,3 +285,193 @@ fn a_search_through_the_face_tells_the_client_its_tool_list_changed() {
     // The plain call changed nothing; the search did, once.
     assert_eq!(changed, 1, "{report}");
 }
+
+const SLOW: &str = r#"{
+  "id": "slow",
+  "tools": {"allow": ["builtin:dice.roll", "mcp:everything/trigger-long-running-operation"]}
+}"#;
+
+/// `toolplane mcp serve --stdio` driven with raw JSON-RPC lines on its stdin and stdout (the
+/// SDK clients await each call before the next and cannot send a cancel of their own choosing):
+/// each line it writes arrives on the channel.
+struct Bridge {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<Value>,
+    /// Every message read so far.
+    seen: Vec<Value>,
+}
+
+impl Bridge {
+    fn start(up: &Up, profile: &str) -> Bridge {
+        let url = format!("http://127.0.0.1:{}/mcp", up.ports.metrics[0]);
+        let mut child = Command::new(bin())
+            .args([
+                "mcp",
+                "serve",
+                "--stdio",
+                "--profile",
+                profile,
+                "--url",
+                &url,
+            ])
+            .current_dir(up.dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Ok(v) = serde_json::from_str::<Value>(&line)
+                    && tx.send(v).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        let mut bridge = Bridge {
+            child,
+            stdin,
+            lines,
+            seen: Vec::new(),
+        };
+        bridge.send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "raw-lines", "version": "1"},
+            }}),
+        );
+        bridge.answer(1, std::time::Duration::from_secs(30));
+        bridge.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        bridge
+    }
+
+    fn send(&mut self, message: Value) {
+        writeln!(self.stdin, "{message}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// The answer to request `id`, waiting at most `within`.
+    fn answer(&mut self, id: u64, within: std::time::Duration) -> Value {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let message = self.lines.recv_timeout(left).unwrap_or_else(|e| {
+                panic!("no answer to {id} within {within:?} ({e}): {:?}", self.seen)
+            });
+            self.seen.push(message.clone());
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    /// Every message that arrives within `wait`.
+    fn drain(&mut self, wait: std::time::Duration) {
+        while let Ok(message) = self.lines.recv_timeout(wait) {
+            self.seen.push(message);
+        }
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Through the stdio bridge, with raw JSON-RPC lines: while a slow MCP call is in flight the
+/// bridge keeps answering (a `ping` comes back first); `notifications/cancelled` for the slow call
+/// cancels it in the plane — the next call is not held behind it for the rest of its 30 s — and the
+/// client never gets a response for it; the run's journal has the call as cancelled, outcome
+/// unknown.
+#[test]
+fn the_stdio_bridge_answers_while_a_call_runs_and_forwards_its_cancel() {
+    let profiles = tempfile::tempdir().unwrap();
+    write(profiles.path(), "slow.json", SLOW);
+    let up = Up::start(&["--profiles-dir", &profiles.path().to_string_lossy()]);
+    let everything = server_everything_entry().unwrap();
+    up.cli(&[
+        "mcp",
+        "add",
+        "everything",
+        "--stdio",
+        "--",
+        "node",
+        &everything.to_string_lossy(),
+        "stdio",
+    ])
+    .ok();
+    up.cli(&[
+        "mcp",
+        "permit",
+        "everything",
+        "trigger-long-running-operation",
+    ])
+    .ok();
+    let mut bridge = Bridge::start(&up, "slow");
+    bridge.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    let listed = bridge.answer(2, std::time::Duration::from_secs(10));
+    let slow = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .find(|n| n.contains("long"))
+        .unwrap_or_else(|| panic!("{listed}"));
+
+    bridge.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": slow, "arguments": {"duration": 30, "steps": 30}}}));
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    bridge.send(json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}));
+    bridge.answer(4, std::time::Duration::from_secs(5));
+
+    let cancelled = std::time::Instant::now();
+    bridge.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 3, "reason": "the user changed their mind"}}),
+    );
+    bridge.send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "dice_roll", "arguments": {"notation": "d6"}}}));
+    let dice = bridge.answer(5, std::time::Duration::from_secs(20));
+    assert!(
+        cancelled.elapsed() < std::time::Duration::from_secs(15),
+        "the next call waited {:?} for the cancelled one",
+        cancelled.elapsed()
+    );
+    assert_eq!(dice["result"]["isError"], false, "{dice}");
+    bridge.drain(std::time::Duration::from_secs(1));
+    assert!(
+        bridge.seen.iter().all(|m| m["id"] != 3),
+        "a response for the cancelled call: {:?}",
+        bridge.seen
+    );
+
+    let run = dice["result"]["_meta"]["dev.toolplane/runId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let events = up
+        .cli(&["--json", "events", run.as_str(), "--all"])
+        .ok()
+        .json();
+    let failed: Vec<&Value> = events
+        .as_array()
+        .unwrap_or_else(|| panic!("{events}"))
+        .iter()
+        .filter(|e| e["type"] == "tool_call_failed")
+        .collect();
+    assert_eq!(failed.len(), 1, "{events}");
+    let payload = &failed[0]["payload"];
+    assert_eq!(payload["alias"], slow.as_str(), "{payload}");
+    assert_eq!(payload["errorCode"], "tool.cancelled", "{payload}");
+    assert_eq!(payload["outcome"], "unknown", "{payload}");
+}
