@@ -1,6 +1,23 @@
 //! Choosing a backend from configuration. Owns the one place where a backend is named and where
 //! the S3 credentials and the PostgreSQL password are read from the environment; must never hold a credential in the
 //! configuration itself, so a configuration can be logged and written to files.
+//!
+//! A service's `[store]` section is a [`StoreConfig`] in TOML, tagged by `kind` (docs/storage.md,
+//! "Choosing the backend"):
+//!
+//! ```toml
+//! [store]
+//! kind = "routed"
+//! record_prefixes = ["catalog", "mcp-proxy", "runs", "held", "approvals"]
+//! [store.bytes]
+//! kind = "s3"
+//! endpoint = "http://127.0.0.1:9000"
+//! bucket = "toolplane"
+//! [store.records]
+//! kind = "postgres"
+//! connection = "host=/run/postgresql user=toolplane dbname=toolplane"
+//! table = "toolplane"
+//! ```
 
 use std::{path::PathBuf, sync::Arc};
 
@@ -19,21 +36,30 @@ type OpenFuture<'a> = std::pin::Pin<
     Box<dyn std::future::Future<Output = Result<Arc<dyn Store>, StoreError>> + Send + 'a>,
 >;
 
-/// Which backend to open.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Which backend to open. In a configuration file it is a table tagged by `kind` (`fs`, `memory`,
+/// `s3`, `postgres`, `routed`); unknown keys are refused.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum StoreConfig {
-    /// [`FsStore`] under `root`.
-    Fs { root: PathBuf },
+    /// [`FsStore`] under `root` (`dir` is accepted for it too).
+    Fs {
+        #[serde(alias = "dir")]
+        root: PathBuf,
+    },
     /// [`MemoryStore`]: nothing survives the process.
     Memory,
     /// `S3Store` (cargo feature `s3`) in `bucket`; the credentials come from
     /// [`S3_ACCESS_KEY_ENV`] and [`S3_SECRET_KEY_ENV`] when the store is opened.
     S3 {
         /// The server's base URL; `None` for AWS itself.
+        #[serde(default)]
         endpoint: Option<String>,
         bucket: String,
+        /// `us-east-1` when not set.
+        #[serde(default = "default_region")]
         region: String,
         /// Every key is stored below this prefix when set.
+        #[serde(default)]
         prefix: Option<crate::Key>,
     },
     /// `PgStore` (cargo feature `postgres`) in `table`; the password, if the server wants one,
@@ -41,7 +67,11 @@ pub enum StoreConfig {
     Postgres {
         /// libpq-style settings or a `postgresql://` URL, without the password.
         connection: String,
+        /// `toolplane` when not set.
+        #[serde(default = "default_table")]
         table: String,
+        /// The pool's size; 8 when not set.
+        #[serde(default = "default_max_connections")]
         max_connections: usize,
     },
     /// [`crate::RoutedStore`]: keys at or below `record_prefixes` in `records`, the rest in
@@ -53,7 +83,30 @@ pub enum StoreConfig {
     },
 }
 
+fn default_region() -> String {
+    "us-east-1".to_owned()
+}
+
+fn default_table() -> String {
+    "toolplane".to_owned()
+}
+
+fn default_max_connections() -> usize {
+    8
+}
+
 impl StoreConfig {
+    /// Whether the configured backend keeps its state where other processes on other machines
+    /// see it (S3, PostgreSQL, or a router over them), rather than in this process or on this
+    /// machine's filesystem.
+    pub fn is_shared(&self) -> bool {
+        match self {
+            StoreConfig::Fs { .. } | StoreConfig::Memory => false,
+            StoreConfig::S3 { .. } | StoreConfig::Postgres { .. } => true,
+            StoreConfig::Routed { bytes, records, .. } => bytes.is_shared() || records.is_shared(),
+        }
+    }
+
     /// Opens the configured backend, reading S3 credentials from the process environment.
     pub async fn open(&self, options: StoreOptions) -> Result<Arc<dyn Store>, StoreError> {
         self.open_with_env(options, |name| std::env::var(name).ok())
@@ -215,6 +268,108 @@ mod tests {
             bucket: "b".to_owned(),
             region: "us-east-1".to_owned(),
             prefix: None,
+        }
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Section {
+        store: StoreConfig,
+    }
+
+    fn parse(text: &str) -> Result<StoreConfig, toml::de::Error> {
+        toml::from_str::<Section>(text).map(|s| s.store)
+    }
+
+    #[test]
+    fn every_backend_has_a_toml_shape() {
+        assert_eq!(
+            parse("[store]\nkind = \"fs\"\nroot = \"/var/lib/tp\"").unwrap(),
+            StoreConfig::Fs {
+                root: "/var/lib/tp".into()
+            }
+        );
+        assert_eq!(
+            parse("store = { kind = \"fs\", dir = \"d\" }").unwrap(),
+            StoreConfig::Fs { root: "d".into() },
+            "`dir` names the root too"
+        );
+        assert_eq!(
+            parse("store = { kind = \"memory\" }").unwrap(),
+            StoreConfig::Memory
+        );
+        assert_eq!(
+            parse("[store]\nkind = \"s3\"\nbucket = \"b\"").unwrap(),
+            StoreConfig::S3 {
+                endpoint: None,
+                bucket: "b".into(),
+                region: "us-east-1".into(),
+                prefix: None
+            }
+        );
+        assert_eq!(
+            parse("[store]\nkind = \"postgres\"\nconnection = \"host=/tmp\"").unwrap(),
+            StoreConfig::Postgres {
+                connection: "host=/tmp".into(),
+                table: "toolplane".into(),
+                max_connections: 8
+            }
+        );
+        let routed = parse(
+            r#"
+            [store]
+            kind = "routed"
+            record_prefixes = ["catalog", "runtime/runs"]
+            [store.bytes]
+            kind = "s3"
+            endpoint = "http://127.0.0.1:9000"
+            bucket = "tp"
+            region = "eu-west-1"
+            prefix = "cluster-a"
+            [store.records]
+            kind = "postgres"
+            connection = "postgresql://tp@db/tp"
+            table = "records"
+            max_connections = 4
+            "#,
+        )
+        .unwrap();
+        assert_eq!(
+            routed,
+            StoreConfig::Routed {
+                bytes: Box::new(StoreConfig::S3 {
+                    endpoint: Some("http://127.0.0.1:9000".into()),
+                    bucket: "tp".into(),
+                    region: "eu-west-1".into(),
+                    prefix: Some(Key::new("cluster-a").unwrap()),
+                }),
+                records: Box::new(StoreConfig::Postgres {
+                    connection: "postgresql://tp@db/tp".into(),
+                    table: "records".into(),
+                    max_connections: 4,
+                }),
+                record_prefixes: vec![
+                    Key::new("catalog").unwrap(),
+                    Key::new("runtime/runs").unwrap()
+                ],
+            }
+        );
+        assert!(routed.is_shared());
+        assert!(!StoreConfig::Memory.is_shared());
+        let text = toml::to_string(&routed).unwrap();
+        assert_eq!(toml::from_str::<StoreConfig>(&text).unwrap(), routed);
+    }
+
+    #[test]
+    fn toml_refuses_secrets_unknown_keys_and_bad_keys() {
+        for bad in [
+            "[store]\nkind = \"s3\"\nbucket = \"b\"\nsecret_access_key = \"s\"",
+            "[store]\nkind = \"postgres\"\nconnection = \"c\"\npassword = \"p\"",
+            "[store]\nkind = \"fs\"\nroot = \"x\"\nbucket = \"y\"",
+            "[store]\nkind = \"s3\"",
+            "[store]\nkind = \"s3\"\nbucket = \"b\"\nprefix = \"../up\"",
+            "[store]\nkind = \"ftp\"",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
         }
     }
 

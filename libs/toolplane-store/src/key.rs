@@ -22,8 +22,15 @@ const REFUSED_KEY_ECHO_CHARS: usize = 120;
 /// leading, trailing or doubled `/`; no segment is `.` or `..`, longer than
 /// [`MAX_SEGMENT_BYTES`], or starts with [`RESERVED_SEGMENT_PREFIX`]; no NUL, backslash or other
 /// control character anywhere. Keys order by their UTF-8 bytes, which is the order `list` returns.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize)]
+#[serde(try_from = "String")]
 pub struct Key(String);
+
+impl serde::Serialize for Key {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
 
 impl Key {
     /// Validates `key`; a bad key is a [`StoreError::InvalidKey`], never a panic.

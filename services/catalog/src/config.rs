@@ -19,22 +19,14 @@ pub const DEFAULT_LISTEN: SocketAddr =
 pub const DEFAULT_HTTP_LISTEN: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 7421);
 
-/// Where the catalog keeps profiles, policies and registrations.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum StoreConfig {
-    /// A directory on the local filesystem (durable), shared with other services under their own
-    /// namespaces.
-    Fs { dir: PathBuf },
-    /// In memory: lost on exit. For tests and throw-away runs.
-    Memory,
-}
+/// Where the catalog keeps profiles, policies and registrations: the store crate's
+/// configuration, a `[store]` table tagged by `kind` (docs/storage.md, "Choosing the backend").
+/// The default is a directory on the local filesystem, `.toolplane/store`.
+pub use toolplane_store::StoreConfig;
 
-impl Default for StoreConfig {
-    fn default() -> Self {
-        StoreConfig::Fs {
-            dir: PathBuf::from(".toolplane/store"),
-        }
+fn default_store() -> StoreConfig {
+    StoreConfig::Fs {
+        root: PathBuf::from(".toolplane/store"),
     }
 }
 
@@ -115,7 +107,7 @@ impl Default for CatalogConfig {
         CatalogConfig {
             listen: DEFAULT_LISTEN,
             http_listen: DEFAULT_HTTP_LISTEN,
-            store: StoreConfig::default(),
+            store: default_store(),
             mcp_proxy_url: None,
             refresh_interval_ms: 2000,
             mcp_timeout_ms: 2000,
@@ -233,8 +225,27 @@ mod tests {
         assert_eq!(
             fs.store,
             StoreConfig::Fs {
-                dir: "/var/lib/toolplane/catalog".into()
+                root: "/var/lib/toolplane/catalog".into()
             }
+        );
+        let pg = CatalogConfig::from_toml(
+            "[store]\nkind = \"postgres\"\nconnection = \"host=/run/postgresql\"",
+        )
+        .unwrap();
+        assert_eq!(
+            pg.store,
+            StoreConfig::Postgres {
+                connection: "host=/run/postgresql".into(),
+                table: "toolplane".into(),
+                max_connections: 8,
+            }
+        );
+        assert_eq!(
+            CatalogConfig::default().store,
+            StoreConfig::Fs {
+                root: ".toolplane/store".into()
+            },
+            "fs stays the default"
         );
         for bad in [
             "colour = 1",
@@ -242,6 +253,7 @@ mod tests {
             "refresh_interval_ms = 1",
             "mcp_proxy_url = \"127.0.0.1:1\"",
             "[store]\nkind = \"s3\"",
+            "[store]\nkind = \"postgres\"\nconnection = \"c\"\npassword = \"p\"",
             "[store]\nkind = \"fs\"\ndir = \"x\"\nbucket = \"y\"",
         ] {
             let e = CatalogConfig::from_toml(bad).unwrap_err();

@@ -75,7 +75,7 @@ fn config(args: &Args) -> Result<CatalogConfig, CatalogError> {
         config.http_listen = a;
     }
     if let Some(dir) = &args.data_dir {
-        config.store = StoreConfig::Fs { dir: dir.clone() };
+        config.store = StoreConfig::Fs { root: dir.clone() };
     }
     if args.memory_store {
         config.store = StoreConfig::Memory;
@@ -110,15 +110,17 @@ async fn authenticator(
 ) -> Result<toolplane_auth::Authenticator, Box<dyn std::error::Error>> {
     let auth = args.auth.over(&config.auth);
     let data_dir = match (&config.store, &auth.auth_tokens) {
-        (StoreConfig::Fs { dir }, _) => dir.clone(),
-        (StoreConfig::Memory, Some(dir)) => dir.clone(),
-        (StoreConfig::Memory, None) if auth.auth => {
+        (StoreConfig::Fs { root }, _) => root.clone(),
+        (_, Some(dir)) => dir.clone(),
+        (_, None) if auth.auth => {
             return Err(AuthRefused(
-                "auth.invalid_request: --auth with --memory-store needs --auth-tokens DIR".into(),
+                "auth.invalid_request: --auth without a filesystem store (--memory-store, or a \
+                 [store] of another kind) needs --auth-tokens DIR"
+                    .into(),
             )
             .into());
         }
-        (StoreConfig::Memory, None) => PathBuf::new(),
+        (_, None) => PathBuf::new(),
     };
     let addrs = [config.listen, config.http_listen];
     auth.start_service("catalog", &data_dir, &addrs)

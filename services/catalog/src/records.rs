@@ -137,6 +137,11 @@ pub fn hosts_prefix(cell: &CellId) -> Result<Key, CatalogError> {
 pub fn host_key(cell: &CellId, id: &str) -> Result<Key, CatalogError> {
     key(format!("cells/{cell}/hosts/{id}"))
 }
+/// The cell's write marker: rewritten after every write of a registration or profile, so a
+/// replica sharing the store sees with one `head` whether its assembled catalog is current.
+pub fn generation_key(cell: &CellId) -> Result<Key, CatalogError> {
+    key(format!("cells/{cell}/generation"))
+}
 pub fn platform_policy_key(cell: &CellId) -> Result<Key, CatalogError> {
     key(format!("cells/{cell}/policy/platform"))
 }
@@ -181,6 +186,27 @@ impl Records {
     /// The version of a record, without reading it.
     pub async fn head(&self, key: &Key) -> Result<Option<Version>, CatalogError> {
         Ok(self.store.head(key).await?)
+    }
+
+    /// Rewrites a marker (a decimal counter) with the next count, so its version changes. A
+    /// lost race is as good as a win: the marker changed after the caller's write either way.
+    pub async fn touch(&self, key: &Key) -> Result<(), CatalogError> {
+        let (expected, count) = match self.store.get(key).await? {
+            Some(obj) => {
+                let count = std::str::from_utf8(&obj.bytes)
+                    .ok()
+                    .and_then(|text| text.parse::<u64>().ok())
+                    .unwrap_or(0);
+                (Precondition::Version(obj.version), count)
+            }
+            None => (Precondition::Absent, 0),
+        };
+        let bytes = count.wrapping_add(1).to_string().into_bytes();
+        match self.store.put_cas(key, bytes, expected).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.code() == "store.conflict" => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Every key directly or deeper below `prefix`, in order, read a page at a time, stopping

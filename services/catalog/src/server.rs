@@ -18,7 +18,7 @@ use toolplane_proto::v1::catalog_service_server::CatalogServiceServer;
 use toolplane_proto::v1::profile_service_server::ProfileServiceServer;
 use toolplane_serve::admin_audit::AdminAuditGrpc;
 use toolplane_serve::{MessageLimits, ServeOptions, Services, Serving};
-use toolplane_store::{FsStore, MemoryStore, Store, StoreExt, StoreOptions};
+use toolplane_store::{Store, StoreExt, StoreOptions};
 use toolplane_telemetry::metrics::Registry;
 
 use crate::audit::{AUDIT_SERVICE, CatalogAudit};
@@ -48,12 +48,10 @@ pub struct RunningCatalog {
     tasks: Vec<JoinHandle<Result<(), CatalogError>>>,
 }
 
-/// Opens the configured store.
+/// Opens the configured store (any backend of `toolplane_store`; the S3 credentials and the
+/// PostgreSQL password come from the environment).
 pub async fn open_store(config: &StoreConfig) -> Result<Arc<dyn Store>, CatalogError> {
-    Ok(match config {
-        StoreConfig::Fs { dir } => Arc::new(FsStore::open(dir, StoreOptions::default()).await?),
-        StoreConfig::Memory => Arc::new(MemoryStore::new(StoreOptions::default())),
-    })
+    Ok(config.open(StoreOptions::default()).await?)
 }
 
 /// Opens the configured store and starts serving, with authentication off.

@@ -4,9 +4,13 @@
 //! cached tools, the stored host registrations and profiles, installed adapters) and replaced
 //! whole when an input changes, so a reader always sees one consistent catalog and never waits
 //! for IO. Inputs are pulled when a cell is first used, after every write through this service,
-//! on `RefreshSources`, and by a background refresher every `refresh_interval_ms` (so writes made
-//! through another replica and changes in the mcp-proxy show up within one interval). The store
-//! stays the truth: profile and policy reads go to it directly.
+//! on `RefreshSources`, and by a background refresher every `refresh_interval_ms` (so changes in
+//! the mcp-proxy show up within one interval). Writes made through another replica sharing the
+//! store are seen before the next request is served: every write of a registration or profile
+//! rewrites the cell's generation marker, and [`Catalog::cell`] compares the marker's version with
+//! the one the cell was last read at (one `head`) and re-reads the stored inputs when it moved
+//! (docs/deploy.md, "Scaling out"). The store stays the truth: profile and policy reads go to it
+//! directly.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -27,7 +31,7 @@ use crate::error::{CatalogCode, CatalogError, diag};
 use crate::listing::{Diagnostic, SourceStatus};
 use crate::mcp::McpClient;
 use crate::records::{
-    HostRecord, ProfileRecord, Records, hosts_prefix, now_unix_ms, profiles_prefix,
+    HostRecord, ProfileRecord, Records, generation_key, hosts_prefix, now_unix_ms, profiles_prefix,
 };
 use crate::sources::{self, AdapterTools, SourcedTool};
 
@@ -48,6 +52,9 @@ pub struct Cell {
     inputs: tokio::sync::Mutex<CellInputs>,
     assembled: RwLock<Arc<Assembled>>,
     live: RwLock<Live>,
+    /// The version of the cell's generation marker its stored inputs were last read at
+    /// (`None`: no marker yet, or not read yet).
+    seen_generation: Mutex<Option<Version>>,
 }
 
 #[derive(Debug, Default)]
@@ -109,18 +116,58 @@ impl Catalog {
                         inputs: tokio::sync::Mutex::new(CellInputs::default()),
                         assembled: RwLock::new(Arc::new(Assembled::default())),
                         live: RwLock::new(Live::default()),
+                        seen_generation: Mutex::new(None),
                     });
                     cells.insert(id.clone(), Arc::clone(&c));
                     c
                 }
             }
         };
+        let mut first = false;
         cell.ready
             .get_or_init(|| async {
+                first = true;
                 self.pull(&cell, true).await;
             })
             .await;
+        if !first {
+            self.catch_up(&cell).await;
+        }
         Ok(cell)
+    }
+
+    /// Re-reads the cell's stored inputs when another process wrote them since they were last
+    /// read: one `head` of the generation marker when nothing changed. A store that cannot answer
+    /// leaves the cell as it is (the refresher reports the store's state).
+    async fn catch_up(&self, cell: &Cell) {
+        let Ok(key) = generation_key(&cell.id) else {
+            return;
+        };
+        let Ok(now) = self.records.head(&key).await else {
+            return;
+        };
+        if now == *cell.seen() {
+            return;
+        }
+        let mut inputs = cell.inputs.lock().await;
+        let mut live = cell.live();
+        if self.reread_store(cell, &mut inputs, &mut live).await {
+            self.rebuild(cell, &inputs);
+        }
+        *cell.live.write().unwrap_or_else(PoisonError::into_inner) = live;
+    }
+
+    /// [`Self::refresh_store`], noting the generation marker's version read before it.
+    async fn reread_store(&self, cell: &Cell, inputs: &mut CellInputs, live: &mut Live) -> bool {
+        let generation = match generation_key(&cell.id) {
+            Ok(key) => self.records.head(&key).await.ok(),
+            Err(_) => None,
+        };
+        let changed = self.refresh_store(cell, inputs, live).await;
+        if let Some(generation) = generation {
+            *cell.seen() = generation;
+        }
+        changed
     }
 
     /// The cells in memory.
@@ -139,7 +186,7 @@ impl Catalog {
         let mut inputs = cell.inputs.lock().await;
         let mut live = cell.live();
         let mut changed = self.refresh_mcp(cell, &mut inputs, &mut live).await;
-        changed |= self.refresh_store(cell, &mut inputs, &mut live).await;
+        changed |= self.reread_store(cell, &mut inputs, &mut live).await;
         if changed || assemble {
             self.rebuild(cell, &inputs);
         }
@@ -147,12 +194,22 @@ impl Catalog {
         cell.statuses()
     }
 
-    /// Re-reads a cell's stored registrations and profiles (after a write through this
-    /// service) and reassembles it if anything changed.
+    /// After a write of a registration or profile through this service: rewrites the cell's
+    /// generation marker (so replicas sharing the store re-read it before their next answer),
+    /// re-reads the cell's stored registrations and profiles and reassembles it if anything
+    /// changed.
     pub async fn refresh_stored(&self, cell: &Cell) {
+        match generation_key(&cell.id) {
+            Ok(key) => {
+                if let Err(e) = self.records.touch(&key).await {
+                    tracing::warn!(cell = %cell.id, error = %e, "the cell's generation marker could not be rewritten; other replicas see this write at their next refresh");
+                }
+            }
+            Err(e) => tracing::warn!(cell = %cell.id, error = %e, "no generation marker key"),
+        }
         let mut inputs = cell.inputs.lock().await;
         let mut live = cell.live();
-        if self.refresh_store(cell, &mut inputs, &mut live).await {
+        if self.reread_store(cell, &mut inputs, &mut live).await {
             self.rebuild(cell, &inputs);
         }
         *cell.live.write().unwrap_or_else(PoisonError::into_inner) = live;
@@ -403,6 +460,12 @@ impl Cell {
                 .read()
                 .unwrap_or_else(PoisonError::into_inner),
         )
+    }
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, Option<Version>> {
+        self.seen_generation
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn live(&self) -> Live {

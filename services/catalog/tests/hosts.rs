@@ -328,7 +328,7 @@ async fn registrations_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let config = || CatalogConfig {
         store: StoreConfig::Fs {
-            dir: dir.path().to_owned(),
+            root: dir.path().to_owned(),
         },
         ..CatalogConfig::ephemeral()
     };
@@ -369,7 +369,7 @@ async fn another_replica_sees_a_registration_after_a_refresh() {
     let dir = tempfile::tempdir().unwrap();
     let config = || CatalogConfig {
         store: StoreConfig::Fs {
-            dir: dir.path().to_owned(),
+            root: dir.path().to_owned(),
         },
         ..CatalogConfig::ephemeral()
     };

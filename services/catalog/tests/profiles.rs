@@ -476,7 +476,7 @@ async fn profile_files_load_at_start_and_api_edits_win_until_the_file_changes() 
     let files = tempfile::tempdir().unwrap();
     let config = || CatalogConfig {
         store: StoreConfig::Fs {
-            dir: store.path().to_owned(),
+            root: store.path().to_owned(),
         },
         profiles_dir: Some(files.path().to_owned()),
         ..CatalogConfig::ephemeral()

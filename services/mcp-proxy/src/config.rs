@@ -3,6 +3,9 @@
 //! ```toml
 //! listen = "127.0.0.1:7440"
 //! data_dir = "/var/lib/toolplane"
+//! [store]                  # optional: the store's backend; by default `data_dir` on this disk
+//! kind = "postgres"
+//! connection = "host=/run/postgresql user=toolplane dbname=toolplane"
 //! [proxy]
 //! max_servers_per_cell = 100
 //! [proxy.limits]
@@ -31,8 +34,13 @@ pub const DEFAULT_PORT: u16 = 7440;
 pub struct Config {
     /// Address to serve gRPC on.
     pub listen: SocketAddr,
-    /// Root of the local store; the proxy keeps its state under `<data_dir>/mcp-proxy/`.
+    /// Root of the local store (the proxy keeps its state under `<data_dir>/mcp-proxy/`) unless
+    /// `[store]` names another backend; the tokens of `--auth` are kept here in every case.
     pub data_dir: PathBuf,
+    /// `[store]`: the store's backend (docs/storage.md, "Choosing the backend"); unset, a
+    /// filesystem store at `data_dir`. Replicas over one shared store share registrations and
+    /// cached catalogs (docs/deploy.md, "Scaling out").
+    pub store: Option<toolplane_store::StoreConfig>,
     /// Proxy settings and registration limits.
     pub proxy: ProxySettings,
     /// `[auth]`: the authentication flags' settings; the flags override them (docs/auth.md).
@@ -47,6 +55,7 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)),
             data_dir: PathBuf::from("toolplane-data"),
+            store: None,
             proxy: ProxySettings::default(),
             auth: toolplane_serve::auth::AuthConfig::default(),
             tls: toolplane_serve::tls::TlsConfig::default(),
@@ -70,6 +79,15 @@ pub enum ConfigError {
 }
 
 impl Config {
+    /// The store to open: `[store]`, else a filesystem store at `data_dir`.
+    pub fn store_config(&self) -> toolplane_store::StoreConfig {
+        self.store
+            .clone()
+            .unwrap_or_else(|| toolplane_store::StoreConfig::Fs {
+                root: self.data_dir.clone(),
+            })
+    }
+
     /// Reads a TOML config file.
     pub fn from_file(path: &std::path::Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
@@ -100,5 +118,33 @@ mod tests {
         assert_eq!(c.proxy.limits.call_timeout_ms, 5);
         assert!(toml::from_str::<Config>("lisen = \"x\"").is_err());
         assert!(toml::from_str::<Config>("[proxy.limits]\ncall_timeout = 5").is_err());
+    }
+
+    #[test]
+    fn the_store_is_the_data_dir_unless_configured() {
+        let c: Config = toml::from_str("data_dir = \"/d\"").unwrap();
+        assert_eq!(
+            c.store_config(),
+            toolplane_store::StoreConfig::Fs { root: "/d".into() }
+        );
+        let c: Config = toml::from_str(
+            "data_dir = \"/d\"\n[store]\nkind = \"postgres\"\nconnection = \"host=/s\"\ntable = \"mcp\"",
+        )
+        .unwrap();
+        assert_eq!(
+            c.store_config(),
+            toolplane_store::StoreConfig::Postgres {
+                connection: "host=/s".into(),
+                table: "mcp".into(),
+                max_connections: 8,
+            }
+        );
+        assert!(
+            toml::from_str::<Config>(
+                "[store]\nkind = \"postgres\"\nconnection = \"c\"\npassword = \"p\""
+            )
+            .is_err(),
+            "a password is never read from the file"
+        );
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use clap::Parser;
 use toolplane_mcp_proxy::config::Config;
 use toolplane_mcp_proxy::{McpProxy, STORE_NAMESPACE};
-use toolplane_store::{FsStore, Store, StoreExt as _};
+use toolplane_store::{Store, StoreExt as _};
 
 /// The process's allocator: mimalloc (BENCHMARKS.md, "Allocator").
 #[global_allocator]
@@ -130,11 +130,11 @@ async fn run() -> Result<(), Failure> {
         .over(&config.tls)
         .server()
         .map_err(|message| Failure { status: 2, message })?;
-    let store: Arc<dyn Store> = Arc::new(
-        FsStore::open(&config.data_dir, toolplane_store::StoreOptions::default())
-            .await
-            .map_err(|e| format!("mcp.store_failed: {e}"))?,
-    );
+    let store: Arc<dyn Store> = config
+        .store_config()
+        .open(toolplane_store::StoreOptions::default())
+        .await
+        .map_err(|e| format!("mcp.store_failed: {e}"))?;
     let store = store
         .namespace(STORE_NAMESPACE)
         .map_err(|e| format!("mcp.store_failed: {e}"))?;

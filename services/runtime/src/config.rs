@@ -24,8 +24,13 @@ pub struct RuntimeConfig {
     pub workspace_url: String,
     /// The mcp-proxy's `ToolExecutor`.
     pub mcp_proxy_url: String,
-    /// The runtime's own state (run and invocation records).
+    /// The runtime's own state (run and invocation records) unless `[store]` names another
+    /// backend; the tokens of `--auth` are kept here in every case.
     pub data_dir: PathBuf,
+    /// `[store]`: the store's backend (docs/storage.md, "Choosing the backend"); unset, a
+    /// filesystem store at `data_dir`. Runtimes over one shared store read each other's runs
+    /// (docs/runtime.md, "Run ownership").
+    pub store: Option<toolplane_store::StoreConfig>,
     /// Paths and argument fragments no call may use.
     pub hardline: HardlineRules,
     /// Variables a model endpoint's `api_key_env` may name (names or one-`*` patterns); empty
@@ -81,6 +86,17 @@ pub struct RuntimeConfig {
     pub peer_token: Option<toolplane_auth::TokenSecret>,
 }
 
+impl RuntimeConfig {
+    /// The store to open: `[store]`, else a filesystem store at `data_dir`.
+    pub fn store_config(&self) -> toolplane_store::StoreConfig {
+        self.store
+            .clone()
+            .unwrap_or_else(|| toolplane_store::StoreConfig::Fs {
+                root: self.data_dir.clone(),
+            })
+    }
+}
+
 fn default_context_budget() -> u32 {
     DEFAULT_CONTEXT_BUDGET_TOKENS
 }
@@ -101,6 +117,7 @@ impl Default for RuntimeConfig {
             workspace_url: "http://127.0.0.1:7430".into(),
             mcp_proxy_url: "http://127.0.0.1:7440".into(),
             data_dir: PathBuf::from(".toolplane/runtime"),
+            store: None,
             hardline: HardlineRules::default(),
             env_allow: EnvAllowList::default(),
             egress: EgressPolicy::default(),
@@ -259,5 +276,27 @@ mod tests {
             }
         );
         assert!(toml::from_str::<RuntimeConfig>("[cluster]\nlease = true\n").is_err());
+    }
+
+    #[test]
+    fn the_store_is_the_data_dir_unless_a_store_table_names_one() {
+        let c: RuntimeConfig = toml::from_str("data_dir = \"/rt\"").unwrap();
+        assert_eq!(
+            c.store_config(),
+            toolplane_store::StoreConfig::Fs { root: "/rt".into() }
+        );
+        let c: RuntimeConfig = toml::from_str(
+            "[store]\nkind = \"postgres\"\nconnection = \"host=/s\"\ntable = \"runtime\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.store_config(),
+            toolplane_store::StoreConfig::Postgres {
+                connection: "host=/s".into(),
+                table: "runtime".into(),
+                max_connections: 8,
+            }
+        );
+        assert!(toml::from_str::<RuntimeConfig>("[store]\nkind = \"disk\"\n").is_err());
     }
 }

@@ -7,10 +7,11 @@
 mod support;
 
 use serde_json::json;
-use support::{agent, alone, calls, eventually, host_turn, scripted, turn, writer_run};
+use support::{agent, alone, alone_with, calls, eventually, host_turn, scripted, turn, writer_run};
 use toolplane_core::error as codes;
 use toolplane_runtime::lifecycle::NewRun;
 use toolplane_runtime::state::{InvocationStatus, RunStatus};
+use toolplane_store::Store as _;
 
 #[tokio::test]
 async fn calls_for_a_stale_turn_are_refused_and_an_unknown_alias_fails_the_invocation() {
@@ -426,6 +427,37 @@ async fn a_run_left_running_by_a_stopped_runtime_is_failed_as_interrupted_on_res
     assert_eq!(journal[before].seq, journal[before - 1].seq + 1);
     assert_eq!(journal.last().unwrap().kind, "run_failed");
     assert_eq!(a.mem.sealed("r11"), Some(RunStatus::Failed));
+}
+
+#[tokio::test]
+async fn over_a_shared_store_a_starting_runtime_leaves_unfinished_runs_alone() {
+    // Another runtime sharing the store may be driving the run: failing it as interrupted would
+    // end a live run.
+    let a = alone_with(|cfg| {
+        cfg.store = Some(toolplane_store::StoreConfig::Postgres {
+            connection: "host=/nowhere".into(),
+            table: "runtime".into(),
+            max_connections: 1,
+        });
+    })
+    .await;
+    a.mem.put_profile(agent("writer", json!({})));
+    let _opened = a.host_run("r11s", "writer").await;
+    let before = a.mem.journal("r11s").len();
+
+    let _started = a.restart().await;
+    let runs = toolplane_store::Key::new("runs").unwrap();
+    let keys = a.store.list(Some(&runs), None, 1000).await.unwrap().keys;
+    let key = keys
+        .iter()
+        .find(|k| k.as_str().ends_with("/r11s.json"))
+        .unwrap();
+    let stored = a.store.get(key).await.unwrap().unwrap();
+    let record: toolplane_runtime::state::run::RunRecord =
+        serde_json::from_slice(&stored.bytes).unwrap();
+    assert_eq!(record.status, RunStatus::Running);
+    assert_eq!(a.mem.journal("r11s").len(), before, "nothing journalled");
+    assert_eq!(a.mem.sealed("r11s"), None);
 }
 
 #[tokio::test]

@@ -206,7 +206,7 @@ impl Plane {
         let (auth, peer_token) = service_credential(&cfg.auth)?;
         let catalog_config = toolplane_catalog::CatalogConfig {
             store: toolplane_catalog::config::StoreConfig::Fs {
-                dir: cfg.data_dir.join("catalog"),
+                root: cfg.data_dir.join("catalog"),
             },
             mcp_proxy_url: Some(format!("http://{mcp_addr}")),
             profiles_dir: cfg.profiles_dir.clone(),

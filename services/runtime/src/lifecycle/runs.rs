@@ -175,7 +175,17 @@ impl Runtime {
     /// failed as interrupted — nothing is silently lost, and the journal says so
     /// (docs/runtime.md, docs/approvals.md).
     /// Returns the runtime-driven runs rebuilt this way: their loops are to be driven on.
+    ///
+    /// Not over a shared store (PostgreSQL, S3): its unfinished runs may be driven by other
+    /// runtimes that are alive, so a starting runtime leaves them alone (docs/runtime.md, "Run
+    /// ownership").
     pub async fn recover(&self) -> Vec<Arc<Run>> {
+        if self.cfg.store_config().is_shared() {
+            tracing::info!(
+                "the store is shared with other runtimes: runs left unfinished are neither failed nor resumed at start"
+            );
+            return Vec::new();
+        }
         self.load_approvals().await;
         let mut resumed = Vec::new();
         let Ok(prefix) = key("runs") else {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use toolplane_proto::v1 as pb;
-use toolplane_store::{FsStore, StoreOptions};
+use toolplane_store::StoreOptions;
 
 use super::Peers;
 use crate::config::RuntimeConfig;
@@ -26,11 +26,11 @@ impl Runtime {
     /// Opens the runtime's store, connects (lazily) to its peers and fails every run a previous
     /// process left unfinished.
     pub async fn open(cfg: RuntimeConfig) -> Result<Arc<Runtime>, RuntimeError> {
-        let fs = FsStore::open(&cfg.data_dir, StoreOptions::default())
+        let store = cfg
+            .store_config()
+            .open(StoreOptions::default())
             .await
-            .map_err(|e| {
-                RuntimeError::dependency(format!("opening {}: {e}", cfg.data_dir.display()))
-            })?;
+            .map_err(|e| RuntimeError::dependency(format!("opening the store: {e}")))?;
         let peers = Arc::new(Peers::new(&cfg)?);
         let models = Arc::new(super::models::HttpModels::new(cfg.egress.clone()));
         let ports = Ports {
@@ -39,7 +39,7 @@ impl Runtime {
             tools: peers,
             models: models.clone(),
         };
-        let runtime = Runtime::assemble(cfg, ports, Arc::new(fs)).await;
+        let runtime = Runtime::assemble(cfg, ports, store).await;
         models.record_into(runtime.metrics.clone());
         Ok(runtime)
     }

@@ -151,7 +151,7 @@ async fn runtime_calls_its_peers_over_mtls_with_certificates_only() {
 
     let catalog_config = toolplane_catalog::CatalogConfig {
         store: toolplane_catalog::StoreConfig::Fs {
-            dir: d.join("catalog"),
+            root: d.join("catalog"),
         },
         mcp_proxy_url: Some(mcp_url.clone()),
         tls: tls(Some((&catalog_cert, &catalog_key))),
