@@ -231,6 +231,8 @@ codes! {
         "the run was cancelled by a `CancelRun` request");
     RUNTIME_LEASE_LOST = ("runtime.lease_lost", System,
         "this runtime lost the run's lease to another holder (a newer epoch); it stopped driving the run and writes nothing more for it");
+    RUNTIME_NOT_OWNER = ("runtime.not_owner", InvalidInput,
+        "a change to a run that another runtime over the same store drives; send it to that runtime (reads are answered by any)");
     RUNTIME_APPROVAL_DECIDED = ("runtime.approval_decided", InvalidInput,
         "a decision or answer for an approval or question that is already approved, denied, answered or expired");
     RUNTIME_APPROVAL_PENDING = ("runtime.approval_pending", InvalidInput,

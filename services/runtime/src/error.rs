@@ -67,7 +67,8 @@ impl From<RuntimeError> for tonic::Status {
                 if code == codes::RUNTIME_INVOCATION_NOT_OPEN
                     || code == codes::RUNTIME_STALE_EPOCH
                     || code == codes::RUNTIME_APPROVAL_DECIDED
-                    || code == codes::RUNTIME_APPROVAL_PENDING =>
+                    || code == codes::RUNTIME_APPROVAL_PENDING
+                    || code == codes::RUNTIME_NOT_OWNER =>
             {
                 Code::FailedPrecondition
             }

@@ -266,7 +266,7 @@ impl RuntimeService for RuntimeGrpc {
         request: Request<pb::GetRunRequest>,
     ) -> Result<Response<pb::GetRunResponse>, Status> {
         let caller = cells::caller(&request);
-        let run = cells::run(&self.rt, &caller, &request.into_inner().run_id)?;
+        let run = cells::readable_run(&self.rt, &caller, &request.into_inner().run_id).await?;
         Ok(Response::new(pb::GetRunResponse {
             run: Some(run_response(&self.rt, &run).await),
         }))
@@ -280,11 +280,15 @@ impl RuntimeService for RuntimeGrpc {
         let r = request.into_inner();
         // With auth on an empty cell is the caller's, never every cell.
         let cell = cells::scope(&caller, &r.cell_id)?;
-        let mut runs: Vec<RunRecord> = self
-            .rt
-            .runs()
-            .iter()
-            .map(|run| run.snapshot())
+        // Runs other runtimes over the same store drive are listed from their stored records.
+        let mut all: Vec<RunRecord> = self.rt.runs().iter().map(|run| run.snapshot()).collect();
+        for stored in self.rt.stored_runs(&cell).await? {
+            if !self.rt.has_run(&stored.run_id) {
+                all.push(stored);
+            }
+        }
+        let mut runs: Vec<RunRecord> = all
+            .into_iter()
             .filter(|x| cell.is_empty() || x.cell_id == cell)
             .filter(|x| r.actor_id.is_empty() || x.actor_id == r.actor_id)
             .filter(|x| r.chat_id.is_empty() || x.chat_id == r.chat_id)
@@ -305,7 +309,7 @@ impl RuntimeService for RuntimeGrpc {
         for x in runs.iter().skip(start).take(size) {
             let last_seq = match self.rt.run(&x.run_id) {
                 Ok(run) => self.rt.last_seq(&run).await,
-                Err(_) => 0,
+                Err(_) => self.rt.last_seq(&Run::new(x.clone(), 0)).await,
             };
             page.push(run_pb(x, last_seq));
         }
@@ -321,7 +325,7 @@ impl RuntimeService for RuntimeGrpc {
     ) -> Result<Response<pb::CancelRunResponse>, Status> {
         let caller = cells::caller(&request);
         let r = request.into_inner();
-        let run = cells::run(&self.rt, &caller, &r.run_id)?;
+        let run = cells::driven_run(&self.rt, &caller, &r.run_id).await?;
         self.rt.cancel_run(&run, &r.reason).await?;
         Ok(Response::new(pb::CancelRunResponse {
             run: Some(run_response(&self.rt, &run).await),
@@ -336,7 +340,7 @@ impl RuntimeService for RuntimeGrpc {
     ) -> Result<Response<Self::WatchRunStream>, Status> {
         let caller = cells::caller(&request);
         let r = request.into_inner();
-        let run = cells::run(&self.rt, &caller, &r.run_id)?;
+        let run = cells::readable_run(&self.rt, &caller, &r.run_id).await?;
         let ws = &self.rt.ports.workspace;
         let from = r.from_seq.max(1);
         if r.history_only {
@@ -380,7 +384,7 @@ impl RuntimeService for RuntimeGrpc {
     ) -> Result<Response<pb::OpenInvocationResponse>, Status> {
         let caller = cells::caller(&request);
         let r = request.into_inner();
-        let run = cells::run(&self.rt, &caller, &r.run_id)?;
+        let run = cells::driven_run(&self.rt, &caller, &r.run_id).await?;
         if let Some(e) = r.epoch
             && e != 0
             && e < run.epoch()

@@ -11,6 +11,7 @@ pub mod catalogs;
 pub mod held;
 pub mod journal;
 pub mod ports;
+pub mod stored;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};

@@ -40,3 +40,35 @@ pub fn invocation(
 ) -> Result<Arc<Invocation>, RuntimeError> {
     rt.invocation_in(id, caller.visible_cell())
 }
+
+/// The run `id` for a read: this runtime's own, else the record another runtime over the same
+/// store wrote (a detached copy, nothing drives it here).
+pub async fn readable_run(rt: &Runtime, caller: &Caller, id: &str) -> Result<Arc<Run>, Status> {
+    match rt.run_in(id, caller.visible_cell()) {
+        Ok(run) => Ok(run),
+        Err(missing) => match rt.stored_run(id, caller.visible_cell()).await? {
+            Some(run) => Ok(run),
+            None => Err(missing.into()),
+        },
+    }
+}
+
+/// The run `id` for a change: only a run this runtime drives. A run whose record another runtime
+/// over the same store wrote is refused with `runtime.not_owner` (FAILED_PRECONDITION, the run in
+/// the error's metadata).
+pub async fn driven_run(rt: &Runtime, caller: &Caller, id: &str) -> Result<Arc<Run>, Status> {
+    match rt.run_in(id, caller.visible_cell()) {
+        Ok(run) => Ok(run),
+        Err(missing) => match rt.stored_run(id, caller.visible_cell()).await? {
+            Some(_) => Err(toolplane_proto::status::status(
+                tonic::Code::FailedPrecondition,
+                toolplane_core::error::RUNTIME_NOT_OWNER.as_str(),
+                &format!("run `{id}` is driven by another runtime over the same store"),
+                toolplane_proto::status::Details::new()
+                    .meta("service", "runtime")
+                    .meta("run_id", id),
+            )),
+            None => Err(missing.into()),
+        },
+    }
+}

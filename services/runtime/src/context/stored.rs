@@ -1,0 +1,87 @@
+//! Runs this runtime does not drive, read from the runtime's store: over a shared store another
+//! replica's run has its record under `runs/<cell>/<run>.json`, so any replica answers reads of it
+//! (`GetRun`, `WatchRun`, `ListRuns`) without taking it over, and refuses changes to it with
+//! `runtime.not_owner` (docs/runtime.md, "Over a shared store").
+
+use std::sync::Arc;
+
+use toolplane_store::Key;
+
+use super::{Runtime, key};
+use crate::error::RuntimeError;
+use crate::state::{Run, RunRecord};
+
+impl Runtime {
+    /// The stored record of run `id` of `cell` (any cell for `None`), as a detached run: it is
+    /// not put into this runtime's book and nothing drives it. `None` when no record is stored.
+    pub async fn stored_run(
+        &self,
+        id: &str,
+        cell: Option<&str>,
+    ) -> Result<Option<Arc<Run>>, RuntimeError> {
+        if id.is_empty() || id.contains('/') {
+            return Ok(None);
+        }
+        let found = match cell {
+            Some(c) => {
+                self.read_record(&key(&format!("runs/{c}/{id}.json"))?)
+                    .await?
+            }
+            None => {
+                let name = format!("/{id}.json");
+                let keys = self.stored_run_keys("runs").await?;
+                match keys.iter().find(|k| k.as_str().ends_with(&name)) {
+                    Some(k) => self.read_record(k).await?,
+                    None => None,
+                }
+            }
+        };
+        Ok(found.map(|r| Arc::new(Run::new(r, 0))))
+    }
+
+    /// Every stored run record of `cell` (every cell for an empty one).
+    pub async fn stored_runs(&self, cell: &str) -> Result<Vec<RunRecord>, RuntimeError> {
+        let prefix = if cell.is_empty() {
+            "runs".to_owned()
+        } else {
+            format!("runs/{cell}")
+        };
+        let mut out = Vec::new();
+        for k in self.stored_run_keys(&prefix).await? {
+            if let Some(r) = self.read_record(&k).await? {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn stored_run_keys(&self, prefix: &str) -> Result<Vec<Key>, RuntimeError> {
+        let prefix = key(prefix)?;
+        let mut keys = Vec::new();
+        let mut after: Option<Key> = None;
+        loop {
+            let page = self
+                .store()
+                .list(Some(&prefix), after.as_ref(), 1000)
+                .await
+                .map_err(|e| RuntimeError::dependency(format!("listing runs: {e}")))?;
+            keys.extend(page.keys);
+            match page.next_start_after {
+                Some(n) => after = Some(n),
+                None => return Ok(keys),
+            }
+        }
+    }
+
+    async fn read_record(&self, k: &Key) -> Result<Option<RunRecord>, RuntimeError> {
+        let Some(obj) = self
+            .store()
+            .get(k)
+            .await
+            .map_err(|e| RuntimeError::dependency(format!("reading {}: {e}", k.as_str())))?
+        else {
+            return Ok(None);
+        };
+        Ok(serde_json::from_slice::<RunRecord>(&obj.bytes).ok())
+    }
+}
