@@ -95,6 +95,7 @@ impl McpProxyService for GrpcProxy {
     ) -> Result<Response<pb::UpsertServerResponse>, Status> {
         let caller = request.extensions().get::<Caller>().cloned();
         let r = crate::cells::scoped(request)?;
+        self.proxy.catch_up().await;
         let record_caller = caller.clone();
         let (cell, key, keyed) = (r.cell_id.clone(), r.request_id.clone(), r.clone());
         let answer = self.upserts.once(&cell, &key, &keyed, || async {
@@ -129,6 +130,7 @@ impl McpProxyService for GrpcProxy {
     ) -> Result<Response<pb::DeregisterServerResponse>, Status> {
         let caller = caller_of(&request);
         let r = crate::cells::scoped(request)?;
+        self.proxy.catch_up().await;
         let removed = self.proxy.deregister(&r.cell_id, &r.server_id).await?;
         let cell = cell_or_default(&r.cell_id)?;
         let change = AdminChange::new(
@@ -150,6 +152,7 @@ impl McpProxyService for GrpcProxy {
     ) -> Result<Response<pb::SetServerStateResponse>, Status> {
         let caller = caller_of(&request);
         let r = crate::cells::scoped(request)?;
+        self.proxy.catch_up().await;
         let state = required(convert::state_from(r.state)?, "state")?;
         let view = self
             .proxy
@@ -174,6 +177,7 @@ impl McpProxyService for GrpcProxy {
     ) -> Result<Response<pb::SetToolPermissionResponse>, Status> {
         let caller = caller_of(&request);
         let r = crate::cells::scoped(request)?;
+        self.proxy.catch_up().await;
         let permission = required(convert::permission_from(r.permission)?, "permission")?;
         let tool = self
             .proxy
@@ -201,6 +205,7 @@ impl McpProxyService for GrpcProxy {
         request: Request<pb::RefreshServerRequest>,
     ) -> Result<Response<pb::RefreshServerResponse>, Status> {
         let r = crate::cells::scoped(request)?;
+        self.proxy.catch_up().await;
         let (view, outcome) = self.proxy.refresh(&r.cell_id, &r.server_id).await?;
         Ok(Response::new(pb::RefreshServerResponse {
             server: Some(convert::server_to(&view)),
@@ -215,6 +220,7 @@ impl McpProxyService for GrpcProxy {
         request: Request<pb::GetServerRequest>,
     ) -> Result<Response<pb::GetServerResponse>, Status> {
         let r = crate::cells::scoped(request)?;
+        self.proxy.catch_up().await;
         let view = self.proxy.get_server(&r.cell_id, &r.server_id)?;
         Ok(Response::new(pb::GetServerResponse {
             server: Some(convert::server_to(&view)),
@@ -226,6 +232,7 @@ impl McpProxyService for GrpcProxy {
         request: Request<pb::ListServersRequest>,
     ) -> Result<Response<pb::ListServersResponse>, Status> {
         let r = crate::cells::scoped(request)?;
+        self.proxy.catch_up().await;
         let (views, next) = self
             .proxy
             .list_servers(&r.cell_id, r.page_size, &r.page_token)?;
@@ -240,6 +247,7 @@ impl McpProxyService for GrpcProxy {
         request: Request<pb::ListCachedToolsRequest>,
     ) -> Result<Response<pb::ListCachedToolsResponse>, Status> {
         let r = crate::cells::scoped(request)?;
+        self.proxy.catch_up().await;
         let (tools, next) = self.proxy.list_cached_tools(
             &r.cell_id,
             &r.server_ids,
@@ -265,6 +273,7 @@ impl ToolExecutor for GrpcProxy {
         let rpc_deadline =
             grpc_timeout(&request).map(|d| d.saturating_sub(Duration::from_millis(20).min(d / 10)));
         let r = crate::cells::scoped(request)?;
+        self.proxy.catch_up().await;
         let invocation = required(r.invocation, "invocation")?;
         let context = r.context.unwrap_or_default();
         let timeout = match (r.timeout_ms.map(Duration::from_millis), rpc_deadline) {

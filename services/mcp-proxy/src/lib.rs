@@ -32,6 +32,7 @@ pub mod projection;
 pub mod proxy;
 pub mod raw_listing;
 pub mod registration;
+mod replicas;
 pub mod server;
 pub mod stdio;
 

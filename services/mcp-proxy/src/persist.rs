@@ -1,7 +1,8 @@
 //! The proxy's durable state in its store namespace (`mcp-proxy/`): one registration record and
 //! one cached catalog per server, both JSON with a format version.
 //!
-//! Keys: `servers/<cell>/<server id>/registration.json` and `…/catalog.json`. Writes are
+//! Keys: `servers/<cell>/<server id>/registration.json` and `…/catalog.json`, and the marker
+//! `generation` every registration write rewrites (`crate::replicas`). Writes are
 //! compare-and-swap against the version this process last saw, so two processes sharing a store
 //! cannot silently overwrite each other. This module owns key layout and (de)serialization; it
 //! never decides what to store.
@@ -16,6 +17,7 @@ use crate::registration::{REGISTRATION_FORMAT, Registration};
 
 const REGISTRATION: &str = "registration.json";
 const CATALOG: &str = "catalog.json";
+const GENERATION: &str = "generation";
 
 /// The proxy's view of its namespace.
 #[derive(Debug, Clone)]
@@ -81,8 +83,24 @@ impl Persist {
     ) -> Result<Version, ProxyError> {
         let bytes = serde_json::to_vec(catalog)
             .map_err(|e| ProxyError::new(MCP_STORE_FAILED, format!("serialize catalog: {e}")))?;
-        self.put(key(cell, server_id, CATALOG)?, bytes, expected)
-            .await
+        let key = key(cell, server_id, CATALOG)?;
+        let pre = match expected {
+            Some(v) => Precondition::Version(v.clone()),
+            None => Precondition::Absent,
+        };
+        match self.store.put_cas(&key, bytes.clone(), pre).await {
+            Ok(v) => Ok(v),
+            // Another replica listed the same server since this one last read the catalog: both
+            // listings are valid, the later write wins (one retry against the version it wrote).
+            Err(StoreError::Conflict { current, .. }) => {
+                let pre = match current {
+                    Some(v) => Precondition::Version(v),
+                    None => Precondition::Absent,
+                };
+                Ok(self.store.put_cas(&key, bytes, pre).await?)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     async fn put(
@@ -173,6 +191,32 @@ impl Persist {
             loaded.servers.push((reg, obj.version, catalog));
         }
         Ok(loaded)
+    }
+
+    /// The version of the marker every registration write rewrites (`crate::replicas`).
+    pub async fn generation(&self) -> Result<Option<Version>, ProxyError> {
+        Ok(self.store.head(&Key::new(GENERATION)?).await?)
+    }
+
+    /// Rewrites the marker with a count one past the stored one. A conflict means another
+    /// process rewrote it at the same time, which moves it just as well.
+    pub async fn touch_generation(&self) -> Result<(), ProxyError> {
+        let key = Key::new(GENERATION)?;
+        let (expected, count) = match self.store.get(&key).await? {
+            Some(obj) => {
+                let count = std::str::from_utf8(&obj.bytes)
+                    .ok()
+                    .and_then(|text| text.parse::<u64>().ok())
+                    .unwrap_or(0);
+                (Precondition::Version(obj.version), count)
+            }
+            None => (Precondition::Absent, 0),
+        };
+        let bytes = count.wrapping_add(1).to_string().into_bytes();
+        match self.store.put_cas(&key, bytes, expected).await {
+            Ok(_) | Err(StoreError::Conflict { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// The stored version of a server's catalog, if any (for a CAS after a dropped catalog).

@@ -90,9 +90,9 @@ pub(crate) struct Health {
 #[derive(Debug)]
 pub(crate) struct Server {
     pub reg: RwLock<Arc<Registration>>,
-    reg_version: std::sync::Mutex<Option<Version>>,
+    pub(crate) reg_version: std::sync::Mutex<Option<Version>>,
     pub catalog: RwLock<Option<Arc<LiveCatalog>>>,
-    catalog_version: std::sync::Mutex<Option<Version>>,
+    pub(crate) catalog_version: std::sync::Mutex<Option<Version>>,
     pub conn: tokio::sync::Mutex<Option<Arc<Connection>>>,
     pub health: std::sync::Mutex<Health>,
     pub permits: RwLock<Arc<Semaphore>>,
@@ -118,7 +118,7 @@ fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 }
 
 impl Server {
-    fn new(
+    pub(crate) fn new(
         reg: Registration,
         version: Option<Version>,
         catalog: Option<(CachedCatalog, Version)>,
@@ -158,7 +158,7 @@ impl Server {
         read(&self.catalog).clone()
     }
 
-    fn set_health(&self, status: ConnStatus, error: Option<String>) {
+    pub(crate) fn set_health(&self, status: ConnStatus, error: Option<String>) {
         let mut h = lock(&self.health);
         h.status = status;
         if let Some(e) = error {
@@ -253,14 +253,17 @@ impl Default for ProxyMetrics {
 
 /// Registrations by cell, then by server id: nested so that a call looks its server up with the
 /// `&str`s it already has, without building a key.
-type Servers = HashMap<String, HashMap<String, Arc<Server>>>;
+pub(crate) type Servers = HashMap<String, HashMap<String, Arc<Server>>>;
 
 pub(crate) struct Inner {
     pub(crate) persist: Persist,
     pub(crate) metrics: ProxyMetrics,
     pub settings: ProxySettings,
     servers: RwLock<Servers>,
-    admin: tokio::sync::Mutex<()>,
+    pub(crate) admin: tokio::sync::Mutex<()>,
+    /// The version of the store's generation marker the registrations were last loaded at
+    /// (`crate::replicas`).
+    seen_generation: std::sync::Mutex<Option<Version>>,
     pub shutdown: CancellationToken,
 }
 
@@ -292,6 +295,7 @@ impl McpProxy {
         settings: ProxySettings,
     ) -> Result<McpProxy, ProxyError> {
         let persist = Persist::new(store);
+        let seen = persist.generation().await?;
         let loaded = persist.load().await?;
         for bad in &loaded.unreadable {
             tracing::error!(key = %bad.key, reason = %bad.reason, "unreadable mcp-proxy record skipped");
@@ -302,6 +306,7 @@ impl McpProxy {
             settings,
             servers: RwLock::new(HashMap::new()),
             admin: tokio::sync::Mutex::new(()),
+            seen_generation: std::sync::Mutex::new(seen),
             shutdown: CancellationToken::new(),
         });
         let proxy = McpProxy { inner };
@@ -325,6 +330,14 @@ impl McpProxy {
 
     pub(crate) fn limits_of(&self, reg: &Registration) -> Limits {
         reg.limits.resolve(&self.inner.settings.limits)
+    }
+
+    pub(crate) fn seen_generation(&self) -> std::sync::MutexGuard<'_, Option<Version>> {
+        lock(&self.inner.seen_generation)
+    }
+
+    pub(crate) fn servers_mut(&self) -> std::sync::RwLockWriteGuard<'_, Servers> {
+        write(&self.inner.servers)
     }
 
     /// The registration `server_id` of `cell`, if it exists.
@@ -514,6 +527,7 @@ impl McpProxy {
                     updated_at_unix_ms: now,
                 };
                 let version = self.inner.persist.put_registration(&reg, None).await?;
+                self.mark_written().await;
                 let limits = self.limits_of(&reg);
                 let server = Arc::new(Server::new(reg, Some(version), None, &limits));
                 write(&self.inner.servers)
@@ -560,6 +574,7 @@ impl McpProxy {
             .await?;
         *lock(&server.reg_version) = Some(version);
         *write(&server.reg) = Arc::new(reg);
+        self.mark_written().await;
         Ok(())
     }
 
@@ -575,6 +590,7 @@ impl McpProxy {
         let _guard = self.inner.admin.lock().await;
         let server = self.server(&cell, &id)?;
         self.inner.persist.delete_server(&cell, &id).await?;
+        self.mark_written().await;
         {
             let mut servers = write(&self.inner.servers);
             if let Some(in_cell) = servers.get_mut(&cell) {
@@ -917,7 +933,7 @@ impl McpProxy {
     /// Keeps an active server connected: connects at start, and after the connection dies waits
     /// out the backoff and reconnects. Every new connection is listed once, and again whenever
     /// the server sends `notifications/tools/list_changed` (`crate::live`).
-    fn spawn_supervisor(&self, server: Arc<Server>) {
+    pub(crate) fn spawn_supervisor(&self, server: Arc<Server>) {
         let proxy = self.clone();
         tokio::spawn(async move {
             loop {
