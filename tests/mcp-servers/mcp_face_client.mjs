@@ -5,7 +5,7 @@
 //   node mcp_face_client.mjs stdio COMMAND [ARGS…]
 //
 // The plan comes on stdin; the report goes to stdout. The assertions live in the Rust test that
-// runs it (services/toolplane/tests/mcp_face.rs).
+// runs it (services/toolplane/tests/plane/mcp_face.rs).
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
