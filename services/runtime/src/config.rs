@@ -139,7 +139,6 @@ impl Default for RuntimeConfig {
     }
 }
 
-/// What happens to a held call nobody decides in time.
 /// `[cluster]`: whether this runtime takes a lease on every run it drives, how long a lease lasts
 /// unless renewed (renewed every third of it), and the holder name it uses (empty: a fresh
 /// `runtime-<uuid>` per process).
@@ -161,6 +160,7 @@ impl Default for ClusterConfig {
     }
 }
 
+/// What happens to a held call nobody decides in time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TimeoutOutcome {
