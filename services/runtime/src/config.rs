@@ -146,8 +146,24 @@ impl Default for RuntimeConfig {
 #[serde(default, rename_all = "snake_case", deny_unknown_fields)]
 pub struct ClusterConfig {
     pub leases: bool,
+    /// 1 ms to 10 minutes, the TTLs the workspace grants (docs/workspace.md, "Epochs and run
+    /// leases"); anything else is refused when the file is read, not at the first run.
+    #[serde(deserialize_with = "lease_ttl_ms")]
     pub lease_ttl_ms: u64,
     pub holder: String,
+}
+
+/// The longest lease the workspace grants.
+const MAX_LEASE_TTL_MS: u64 = 600_000;
+
+fn lease_ttl_ms<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let ttl = u64::deserialize(d)?;
+    if ttl == 0 || ttl > MAX_LEASE_TTL_MS {
+        return Err(serde::de::Error::custom(format!(
+            "lease_ttl_ms must be 1 to {MAX_LEASE_TTL_MS}, not {ttl}"
+        )));
+    }
+    Ok(ttl)
 }
 
 impl Default for ClusterConfig {
@@ -276,6 +292,13 @@ mod tests {
             }
         );
         assert!(toml::from_str::<RuntimeConfig>("[cluster]\nlease = true\n").is_err());
+        for ttl in ["0", "600001"] {
+            let err =
+                toml::from_str::<RuntimeConfig>(&format!("[cluster]\nlease_ttl_ms = {ttl}\n"))
+                    .unwrap_err()
+                    .to_string();
+            assert!(err.contains("lease_ttl_ms must be 1 to 600000"), "{err}");
+        }
     }
 
     #[test]
