@@ -12,18 +12,14 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::{
-    Alone, agent, alone, alone_with, calls, eventually, host_turn, scripted, turn, writer_run,
+    Alone, agent, alone, alone_with, calls, eventually, held_writer, host_turn, pending, scripted,
+    turn, write_commit_finish, writer_run,
 };
 use toolplane_core::error as codes;
 use toolplane_core::selector::ToolSelector;
 use toolplane_runtime::config::{ApprovalRule, TimeoutOutcome};
 use toolplane_runtime::lifecycle::ApprovalFilter;
 use toolplane_runtime::state::{Approval, ApprovalKind, ApprovalState, Decision, RunStatus};
-
-fn pending(a: &Alone, run: &str) -> Vec<Approval> {
-    a.rt.approvals
-        .list(|x| x.run_id == run && x.state == ApprovalState::Pending)
-}
 
 async fn first_pending(a: &Alone, run: &str) -> Approval {
     assert!(
@@ -48,25 +44,6 @@ fn position(a: &Alone, run: &str, kind: &str, call_id: &str) -> Option<usize> {
         r.kind == kind
             && serde_json::from_str::<Value>(&r.payload_json).unwrap()["callId"] == call_id
     })
-}
-
-/// A writer whose file writes need approval (its profile asks).
-fn held_writer(a: &Alone) {
-    a.mem.put_profile(agent(
-        "writer",
-        json!({"tools": {"allow": ["builtin:workspace.*"], "approvalRequired": ["builtin:workspace.write_file"], "maxRounds": 8}}),
-    ));
-}
-
-fn write_commit_finish() -> Value {
-    json!([
-        turn(&[(
-            "workspace_write_file",
-            json!({"path": "output/main.md", "content": "The answer is 42."})
-        )]),
-        turn(&[("workspace_commit", json!({}))]),
-        turn(&[("workspace_finish", json!({"summary": "done"}))]),
-    ])
 }
 
 #[tokio::test]

@@ -9,33 +9,12 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{Alone, agent, alone, eventually, scripted, turn, writer_run};
+use support::{
+    Alone, agent, alone, eventually, held_writer, pending, scripted, turn, write_commit_finish,
+    writer_run,
+};
 use toolplane_runtime::lifecycle::ApprovalFilter;
 use toolplane_runtime::state::{Approval, ApprovalKind, ApprovalState, Decision, RunStatus};
-
-fn pending(a: &Alone, run: &str) -> Vec<Approval> {
-    a.rt.approvals
-        .list(|x| x.run_id == run && x.state == ApprovalState::Pending)
-}
-
-/// A writer whose file writes need approval.
-fn held_writer(a: &Alone) {
-    a.mem.put_profile(agent(
-        "writer",
-        json!({"tools": {"allow": ["builtin:workspace.*"], "approvalRequired": ["builtin:workspace.write_file"], "maxRounds": 8}}),
-    ));
-}
-
-fn write_commit_finish() -> Value {
-    json!([
-        turn(&[(
-            "workspace_write_file",
-            json!({"path": "output/main.md", "content": "The answer is 42."})
-        )]),
-        turn(&[("workspace_commit", json!({}))]),
-        turn(&[("workspace_finish", json!({"summary": "done"}))]),
-    ])
-}
 
 fn writes(a: &Alone) -> usize {
     a.mem

@@ -30,7 +30,7 @@ use toolplane_runtime::model::provider::{CallError, Endpoint, ModelClient};
 use toolplane_runtime::pipeline::HostTurn;
 use toolplane_runtime::runloop::{self, RunStart};
 use toolplane_runtime::state::{
-    AuditObject, Driver, Invocation, JournalAppend, Level, Run, RunStatus,
+    Approval, ApprovalState, AuditObject, Driver, Invocation, JournalAppend, Level, Run, RunStatus,
 };
 use toolplane_runtime::{RuntimeConfig, RuntimeError};
 use toolplane_store::{MemoryStore, StoreOptions};
@@ -666,4 +666,30 @@ pub async fn eventually(mut done: impl FnMut() -> bool) -> bool {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     done()
+}
+
+/// The approvals of `run` still waiting for a decision.
+pub fn pending(a: &Alone, run: &str) -> Vec<Approval> {
+    a.rt.approvals
+        .list(|x| x.run_id == run && x.state == ApprovalState::Pending)
+}
+
+/// A writer whose file writes need approval (its profile asks).
+pub fn held_writer(a: &Alone) {
+    a.mem.put_profile(agent(
+        "writer",
+        json!({"tools": {"allow": ["builtin:workspace.*"], "approvalRequired": ["builtin:workspace.write_file"], "maxRounds": 8}}),
+    ));
+}
+
+/// A scripted model's three turns: write `output/main.md`, commit, finish.
+pub fn write_commit_finish() -> Value {
+    json!([
+        turn(&[(
+            "workspace_write_file",
+            json!({"path": "output/main.md", "content": "The answer is 42."})
+        )]),
+        turn(&[("workspace_commit", json!({}))]),
+        turn(&[("workspace_finish", json!({"summary": "done"}))]),
+    ])
 }
