@@ -133,6 +133,8 @@ codes! {
         "the model's arguments are not valid JSON, not an object, over the size limit, or do not match the tool's input schema");
     TOOL_INVALID_RESULT = ("tool.invalid_result", Recoverable,
         "an MCP tool's structured result does not match the output schema it declared");
+    TOOL_OUTCOME_UNKNOWN = ("tool.outcome_unknown", Recoverable,
+        "the call was running when the runtime driving the run stopped; whether it took effect is unknown, and it is not run again (a tool marked idempotent or read-only is)");
     TOOL_RESULT_IDENTITY_MISMATCH = ("tool.result_identity_mismatch", System,
         "an executor answered with a call id or tool id other than the call's own");
     TOOL_EXECUTOR_UNAVAILABLE = ("tool.executor_unavailable", Recoverable,
@@ -232,7 +234,9 @@ codes! {
     RUNTIME_LEASE_LOST = ("runtime.lease_lost", System,
         "this runtime lost the run's lease to another holder (a newer epoch); it stopped driving the run and writes nothing more for it");
     RUNTIME_NOT_OWNER = ("runtime.not_owner", InvalidInput,
-        "a change to a run that another runtime over the same store drives; send it to that runtime (reads are answered by any)");
+        "a change to a run that another runtime over the same store drives and that advertises no address to forward it to; send it to that runtime (reads are answered by any)");
+    RUNTIME_DRAINING = ("runtime.draining", System,
+        "the runtime is stopping and takes no new runs; send the request to another replica");
     RUNTIME_APPROVAL_DECIDED = ("runtime.approval_decided", InvalidInput,
         "a decision or answer for an approval or question that is already approved, denied, answered or expired");
     RUNTIME_APPROVAL_PENDING = ("runtime.approval_pending", InvalidInput,

@@ -140,8 +140,11 @@ impl Default for RuntimeConfig {
 }
 
 /// `[cluster]`: whether this runtime takes a lease on every run it drives, how long a lease lasts
-/// unless renewed (renewed every third of it), and the holder name it uses (empty: a fresh
-/// `runtime-<uuid>` per process).
+/// unless renewed (renewed every third of it), the holder name it uses (empty: a fresh
+/// `runtime-<uuid>` per process), the gRPC URL the other runtimes reach it at (requests for a run
+/// it drives are forwarded there; empty: they are refused with `runtime.not_owner`), and how long
+/// a stop waits for in-flight turns before it hands its runs over (docs/runtime.md, "Taking a run
+/// over").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "snake_case", deny_unknown_fields)]
 pub struct ClusterConfig {
@@ -151,6 +154,8 @@ pub struct ClusterConfig {
     #[serde(deserialize_with = "lease_ttl_ms")]
     pub lease_ttl_ms: u64,
     pub holder: String,
+    pub advertise: String,
+    pub drain_ms: u64,
 }
 
 /// The longest lease the workspace grants.
@@ -172,6 +177,8 @@ impl Default for ClusterConfig {
             leases: false,
             lease_ttl_ms: 10_000,
             holder: String::new(),
+            advertise: String::new(),
+            drain_ms: 20_000,
         }
     }
 }
@@ -289,6 +296,7 @@ mod tests {
                 leases: true,
                 lease_ttl_ms: 3000,
                 holder: "rt-1".into(),
+                ..ClusterConfig::default()
             }
         );
         assert!(toml::from_str::<RuntimeConfig>("[cluster]\nlease = true\n").is_err());

@@ -75,7 +75,8 @@ impl From<RuntimeError> for tonic::Status {
             ErrorClass::InvalidInput => Code::InvalidArgument,
             ErrorClass::System
                 if code == codes::RUNTIME_DEPENDENCY_UNAVAILABLE
-                    || code == codes::MODEL_CALL_FAILED =>
+                    || code == codes::MODEL_CALL_FAILED
+                    || code == codes::RUNTIME_DRAINING =>
             {
                 Code::Unavailable
             }

@@ -52,9 +52,13 @@ pub struct RuntimeServer {
 }
 
 impl RuntimeServer {
-    /// Stops accepting requests, lets in-flight ones finish, stops the idle-invocation reaper and
+    /// Stops taking new runs; in cluster mode finishes in-flight turns and hands every run over
+    /// to the other runtimes (`[cluster] drain_ms`, docs/runtime.md "Taking a run over"); then
+    /// stops accepting requests, lets in-flight ones finish, stops the idle-invocation reaper and
     /// the metrics port, and waits for the server to end.
     pub async fn shutdown(self) {
+        self.runtime.start_draining();
+        self.runtime.hand_over_runs().await;
         if let Err(e) = self.serving.shutdown().await {
             tracing::warn!(error = %e, "the runtime server stopped with an error");
         }
@@ -144,6 +148,23 @@ fn spawn_reaper(runtime: Arc<Runtime>) -> JoinHandle<()> {
                 runtime.reap_idle().await;
             }
         };
-        tokio::join!(reap, runtime.sweep_approvals());
+        tokio::join!(reap, runtime.sweep_approvals(), take_over(&runtime));
     })
+}
+
+/// In cluster mode over a shared store, looks for open runs nobody drives twice per lease TTL and
+/// takes them over (docs/runtime.md, "Taking a run over").
+async fn take_over(runtime: &Arc<Runtime>) {
+    if !runtime.cfg.cluster.leases || !runtime.cfg.store_config().is_shared() {
+        return;
+    }
+    let every = Duration::from_millis((runtime.cfg.cluster.lease_ttl_ms / 2).max(50));
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        if runtime.is_draining() {
+            return;
+        }
+        runloop::take_over_orphans(runtime).await;
+    }
 }

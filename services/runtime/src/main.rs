@@ -53,6 +53,10 @@ struct Args {
     /// when they require one (default: `TOOLPLANE_PEER_TOKEN`).
     #[arg(long, env = "TOOLPLANE_PEER_TOKEN_FILE", value_name = "FILE")]
     peer_token_file: Option<PathBuf>,
+    /// The gRPC URL the other runtimes of a cluster reach this one at (`[cluster] advertise`),
+    /// e.g. `http://$(POD_IP):7410`.
+    #[arg(long, env = "TOOLPLANE_RUNTIME_ADVERTISE", value_name = "URL")]
+    advertise: Option<String>,
     #[command(flatten)]
     auth: toolplane_serve::auth::AuthArgs,
     #[command(flatten)]
@@ -85,6 +89,9 @@ fn load(args: &Args) -> Result<RuntimeConfig, String> {
     }
     if let Some(v) = &args.data_dir {
         cfg.data_dir = v.clone();
+    }
+    if let Some(v) = &args.advertise {
+        cfg.cluster.advertise = v.clone();
     }
     if let Some(v) = &args.mcp_allowed_hosts {
         cfg.mcp_allowed_hosts = v

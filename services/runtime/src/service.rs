@@ -27,7 +27,11 @@ use toolplane_proto::idempotency::Replays;
 
 mod approvals;
 mod cells;
+pub mod forward;
 mod turns;
+
+use cells::Target;
+use forward::{Forwarder, Origin};
 
 /// Largest `calls_json` accepted.
 const MAX_CALLS_JSON_BYTES: usize = 8 * 1024 * 1024;
@@ -37,11 +41,14 @@ pub struct RuntimeGrpc {
     pub rt: Arc<Runtime>,
     /// The answers of keyed creates, replayed to their retries.
     pub creates: Arc<Creates>,
+    /// The clients of the other runtimes, for requests about the runs they drive.
+    pub forward: Arc<Forwarder>,
 }
 
 impl RuntimeGrpc {
     pub fn new(rt: Arc<Runtime>) -> RuntimeGrpc {
         RuntimeGrpc {
+            forward: Forwarder::new(&rt.cfg),
             rt,
             creates: Arc::default(),
         }
@@ -226,6 +233,7 @@ impl RuntimeService for RuntimeGrpc {
         request: Request<pb::CreateRunRequest>,
     ) -> Result<Response<pb::CreateRunResponse>, Status> {
         let caller = cells::caller(&request);
+        self.rt.check_not_draining()?;
         let mut r = request.into_inner();
         r.cell_id = cells::scope(&caller, &r.cell_id)?;
         let (cell, key, keyed) = (r.cell_id.clone(), r.request_id.clone(), r.clone());
@@ -243,6 +251,7 @@ impl RuntimeService for RuntimeGrpc {
         request: Request<pb::StartRunRequest>,
     ) -> Result<Response<pb::StartRunResponse>, Status> {
         let caller = cells::caller(&request);
+        self.rt.check_not_draining()?;
         let mut r = request.into_inner();
         let mut spec = r
             .spec
@@ -324,8 +333,18 @@ impl RuntimeService for RuntimeGrpc {
         request: Request<pb::CancelRunRequest>,
     ) -> Result<Response<pb::CancelRunResponse>, Status> {
         let caller = cells::caller(&request);
+        let origin = Origin::of(&request);
         let r = request.into_inner();
-        let run = cells::driven_run(&self.rt, &caller, &r.run_id).await?;
+        let run = match cells::driven_run(&self.rt, &caller, &r.run_id, &origin).await? {
+            Target::Here(run) => run,
+            Target::Forward(url) => {
+                return self
+                    .forward
+                    .client(&url)?
+                    .cancel_run(origin.request(r))
+                    .await;
+            }
+        };
         self.rt.cancel_run(&run, &r.reason).await?;
         Ok(Response::new(pb::CancelRunResponse {
             run: Some(run_response(&self.rt, &run).await),
@@ -383,8 +402,18 @@ impl RuntimeService for RuntimeGrpc {
         request: Request<pb::OpenInvocationRequest>,
     ) -> Result<Response<pb::OpenInvocationResponse>, Status> {
         let caller = cells::caller(&request);
+        let origin = Origin::of(&request);
         let r = request.into_inner();
-        let run = cells::driven_run(&self.rt, &caller, &r.run_id).await?;
+        let run = match cells::driven_run(&self.rt, &caller, &r.run_id, &origin).await? {
+            Target::Here(run) => run,
+            Target::Forward(url) => {
+                return self
+                    .forward
+                    .client(&url)?
+                    .open_invocation(origin.request(r))
+                    .await;
+            }
+        };
         if let Some(e) = r.epoch
             && e != 0
             && e < run.epoch()
@@ -425,6 +454,7 @@ impl RuntimeService for RuntimeGrpc {
         request: Request<pb::ExecuteToolCallsRequest>,
     ) -> Result<Response<pb::ExecuteToolCallsResponse>, Status> {
         let caller = cells::caller(&request);
+        let origin = Origin::of(&request);
         let r = request.into_inner();
         if r.calls_json.len() > MAX_CALLS_JSON_BYTES {
             return Err(RuntimeError::invalid(format!(
@@ -433,7 +463,17 @@ impl RuntimeService for RuntimeGrpc {
             ))
             .into());
         }
-        let inv = cells::invocation(&self.rt, &caller, &r.invocation_id)?;
+        let inv =
+            match cells::driven_invocation(&self.rt, &caller, &r.invocation_id, &origin).await? {
+                Target::Here(inv) => inv,
+                Target::Forward(url) => {
+                    return self
+                        .forward
+                        .client(&url)?
+                        .execute_tool_calls(origin.request(r))
+                        .await;
+                }
+            };
         let format = convert::provider_format(r.provider_format)?;
         let calls: Value = serde_json::from_str(&r.calls_json).map_err(|e| {
             RuntimeError::new(
@@ -490,7 +530,7 @@ impl RuntimeService for RuntimeGrpc {
         &self,
         request: Request<pb::CollectToolResultsRequest>,
     ) -> Result<Response<pb::CollectToolResultsResponse>, Status> {
-        approvals::collect(&self.rt, request).await
+        approvals::collect(&self.rt, &self.forward, request).await
     }
 
     async fn close_invocation(
@@ -498,8 +538,19 @@ impl RuntimeService for RuntimeGrpc {
         request: Request<pb::CloseInvocationRequest>,
     ) -> Result<Response<pb::CloseInvocationResponse>, Status> {
         let caller = cells::caller(&request);
+        let origin = Origin::of(&request);
         let r = request.into_inner();
-        let inv = cells::invocation(&self.rt, &caller, &r.invocation_id)?;
+        let inv =
+            match cells::driven_invocation(&self.rt, &caller, &r.invocation_id, &origin).await? {
+                Target::Here(inv) => inv,
+                Target::Forward(url) => {
+                    return self
+                        .forward
+                        .client(&url)?
+                        .close_invocation(origin.request(r))
+                        .await;
+                }
+            };
         self.rt.close_invocation(&inv, &r.reason, r.epoch).await?;
         Ok(Response::new(pb::CloseInvocationResponse {
             invocation: Some(invocation_pb(&inv).await),
@@ -511,7 +562,19 @@ impl RuntimeService for RuntimeGrpc {
         request: Request<pb::GetInvocationRequest>,
     ) -> Result<Response<pb::GetInvocationResponse>, Status> {
         let caller = cells::caller(&request);
-        let inv = cells::invocation(&self.rt, &caller, &request.into_inner().invocation_id)?;
+        let origin = Origin::of(&request);
+        let r = request.into_inner();
+        let inv =
+            match cells::driven_invocation(&self.rt, &caller, &r.invocation_id, &origin).await? {
+                Target::Here(inv) => inv,
+                Target::Forward(url) => {
+                    return self
+                        .forward
+                        .client(&url)?
+                        .get_invocation(origin.request(r))
+                        .await;
+                }
+            };
         Ok(Response::new(pb::GetInvocationResponse {
             invocation: Some(invocation_pb(&inv).await),
         }))

@@ -39,6 +39,7 @@ fn config(dir: &std::path::Path, workspace_url: &str, holder: &str) -> RuntimeCo
             leases: true,
             lease_ttl_ms: TTL_MS,
             holder: holder.to_owned(),
+            ..ClusterConfig::default()
         },
         ..RuntimeConfig::default()
     }

@@ -4,11 +4,12 @@
 //! ends — so a restarted runtime can rebuild the invocation with its turn still held
 //! (docs/approvals.md, "Restarts").
 
+use toolplane_core::error as codes;
 use toolplane_store::{Key, Precondition};
 
 use super::{Runtime, key};
 use crate::error::RuntimeError;
-use crate::state::HeldRecord;
+use crate::state::{HeldRecord, HeldTurn, Invocation, InvocationInner, TurnStage};
 
 fn record_key(cell: &str, run: &str, invocation: &str) -> Result<Key, RuntimeError> {
     key(&format!("held/{cell}/{run}/{invocation}.json"))
@@ -44,6 +45,90 @@ impl Runtime {
             "saving the held turn of invocation {}: too many concurrent updates",
             r.invocation_id
         )))
+    }
+
+    /// Whether invocations keep checkpoints for a takeover: with run leases on (cluster mode).
+    pub fn checkpoints_on(&self) -> bool {
+        self.cfg.cluster.leases
+    }
+
+    /// Writes the invocation's checkpoint (cluster mode; nothing otherwise): its state with `turn`
+    /// at `stage` (docs/runtime.md, "Taking a run over"). One compare-and-swap against the
+    /// version the previous checkpoint left; read again when another write moved it. Only the
+    /// run's active invocation keeps one (a delegated child of a taken-over run is failed as
+    /// interrupted, as after a restart). A failed write is logged: the run goes on, and a
+    /// takeover starts from the checkpoint before.
+    pub async fn checkpoint(
+        &self,
+        inv: &Invocation,
+        inner: &mut InvocationInner,
+        stage: TurnStage,
+        turn: &HeldTurn,
+    ) {
+        if !self.checkpoints_on()
+            || inv.run.lease_lost()
+            || inv.run.with(|r| r.active_invocation_id != inv.id)
+        {
+            return;
+        }
+        let record = HeldRecord::at(inv, inner, turn, stage);
+        match self.write_checkpoint(&record, inner).await {
+            Ok(()) => {}
+            Err(e) if e.code() == codes::RUNTIME_LEASE_LOST => {
+                self.lose_run(&inv.run, &e.0.message);
+            }
+            Err(e) => {
+                tracing::warn!(invocation = %inv.id, error = %e, "the invocation's checkpoint was not saved; a takeover starts from the one before");
+            }
+        }
+    }
+
+    async fn write_checkpoint(
+        &self,
+        r: &HeldRecord,
+        inner: &mut InvocationInner,
+    ) -> Result<(), RuntimeError> {
+        let k = record_key(&r.cell_id, &r.run_id, &r.invocation_id)?;
+        let bytes = serde_json::to_vec(r).map_err(|e| RuntimeError::invalid(e.to_string()))?;
+        let mut expected = inner.checkpoint_version.clone().map(Precondition::Version);
+        for _ in 0..3 {
+            let pre = match expected.take() {
+                Some(p) => p,
+                None => match self
+                    .store()
+                    .get(&k)
+                    .await
+                    .map_err(|e| RuntimeError::dependency(e.to_string()))?
+                {
+                    Some(obj) => {
+                        let stored =
+                            serde_json::from_slice::<HeldRecord>(&obj.bytes).map_or(0, |s| s.epoch);
+                        if stored > r.epoch {
+                            return Err(RuntimeError::new(
+                                codes::RUNTIME_LEASE_LOST,
+                                format!(
+                                    "the invocation's checkpoint is of epoch {stored}, newer than this runtime's {}",
+                                    r.epoch
+                                ),
+                            ));
+                        }
+                        Precondition::Version(obj.version)
+                    }
+                    None => Precondition::Absent,
+                },
+            };
+            match self.store().put_cas(&k, bytes.clone(), pre).await {
+                Ok(v) => {
+                    inner.checkpoint_version = Some(v);
+                    return Ok(());
+                }
+                Err(e) if e.code() == "store.conflict" => continue,
+                Err(e) => return Err(RuntimeError::dependency(e.to_string())),
+            }
+        }
+        Err(RuntimeError::dependency(
+            "too many concurrent updates".to_owned(),
+        ))
     }
 
     /// Removes an invocation's held turn record, if there is one.

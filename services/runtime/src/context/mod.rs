@@ -14,9 +14,11 @@ pub mod ports;
 pub mod stored;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use toolplane_core::Profile;
+use toolplane_core::error as codes;
 use toolplane_core::turn::CallIdPolicy;
 use toolplane_model::ProviderFormat;
 use toolplane_store::{Key, Precondition, Store};
@@ -25,7 +27,7 @@ use crate::config::RuntimeConfig;
 use crate::error::RuntimeError;
 use crate::metrics::RuntimeMetrics;
 use crate::model::provider::{Endpoint, check_api_key_env, check_script_path};
-use crate::state::{Approvals, Invocation, PendingTask, Run};
+use crate::state::{Approvals, Invocation, PendingTask, Run, RunRecord};
 use ports::{Catalog, Models, PortErrorKind, ToolHosts, Workspace};
 
 /// The peers the runtime talks to, each behind its port.
@@ -60,6 +62,10 @@ pub struct Runtime {
     pub lease_holder: String,
     /// The MCP catalog changes each running invocation was told of.
     pub told_catalogs: catalogs::ToldCatalogs,
+    /// The runtime is stopping: it takes no new runs and hands its runs over (cluster mode).
+    draining: AtomicBool,
+    /// Takeovers of this process one at a time, so a run is never rebuilt twice here.
+    pub takeovers: tokio::sync::Mutex<()>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -98,9 +104,31 @@ impl Runtime {
                 cfg_holder
             },
             told_catalogs: catalogs::ToldCatalogs::default(),
+            draining: AtomicBool::new(false),
+            takeovers: tokio::sync::Mutex::new(()),
         });
         let _ = rt.me.set(Arc::downgrade(&rt));
         rt
+    }
+
+    /// Starts draining: no new runs from now on (`runtime.draining`).
+    pub fn start_draining(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
+    /// Refuses new work while draining.
+    pub fn check_not_draining(&self) -> Result<(), RuntimeError> {
+        if self.is_draining() {
+            return Err(RuntimeError::new(
+                codes::RUNTIME_DRAINING,
+                "this runtime is stopping and takes no new runs; retry on another replica",
+            ));
+        }
+        Ok(())
     }
 
     /// A shared handle to this runtime; `None` only while it is being dropped.
@@ -198,19 +226,16 @@ impl Runtime {
             .collect()
     }
 
-    /// Writes the run record (compare-and-swap on the stored version).
+    /// Writes the run record (compare-and-swap on the stored version). With run leases on, a
+    /// stored record of a newer epoch (another runtime took the run over) is never overwritten:
+    /// the write fails with `runtime.lease_lost`.
     pub async fn persist_run(&self, run: &Run) -> Result<(), RuntimeError> {
         let record = run.snapshot();
         let k = key(&format!("runs/{}/{}.json", record.cell_id, record.run_id))?;
         let bytes =
             serde_json::to_vec(&record).map_err(|e| RuntimeError::invalid(e.to_string()))?;
         for _ in 0..3 {
-            let expected = match self
-                .store
-                .head(&k)
-                .await
-                .map_err(|e| RuntimeError::dependency(e.to_string()))?
-            {
+            let expected = match self.stored_version(&k, record.epoch).await? {
                 Some(v) => Precondition::Version(v),
                 None => Precondition::Absent,
             };
@@ -229,6 +254,32 @@ impl Runtime {
             "saving run {}: too many concurrent updates",
             record.run_id
         )))
+    }
+
+    /// The stored run record's version; with leases on, refused when it is of a newer epoch than
+    /// `epoch`.
+    async fn stored_version(
+        &self,
+        k: &Key,
+        epoch: u64,
+    ) -> Result<Option<toolplane_store::Version>, RuntimeError> {
+        let dep = |e: toolplane_store::StoreError| RuntimeError::dependency(e.to_string());
+        if !self.cfg.cluster.leases {
+            return self.store.head(k).await.map_err(dep);
+        }
+        let Some(obj) = self.store.get(k).await.map_err(dep)? else {
+            return Ok(None);
+        };
+        let stored = serde_json::from_slice::<RunRecord>(&obj.bytes)
+            .map(|r| r.epoch)
+            .unwrap_or(0);
+        if stored > epoch {
+            return Err(RuntimeError::new(
+                codes::RUNTIME_LEASE_LOST,
+                format!("the run's record is of epoch {stored}, newer than this runtime's {epoch}"),
+            ));
+        }
+        Ok(Some(obj.version))
     }
 
     /// Reads profile `id` of `cell`; `None` when there is no such profile.

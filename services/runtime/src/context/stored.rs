@@ -39,6 +39,49 @@ impl Runtime {
         Ok(found.map(|r| Arc::new(Run::new(r, 0))))
     }
 
+    /// The cell and run of invocation `id`, found by its checkpoint (cluster mode: every open
+    /// invocation a run's driver checkpoints, `held/<cell>/<run>/<invocation>.json`); `None` when
+    /// it has none in `cell` (any cell for `None`).
+    pub async fn run_of_invocation(
+        &self,
+        id: &str,
+        cell: Option<&str>,
+    ) -> Result<Option<(String, String)>, RuntimeError> {
+        if id.is_empty() || id.contains('/') {
+            return Ok(None);
+        }
+        let prefix = match cell {
+            Some(c) => format!("held/{c}"),
+            None => "held".to_owned(),
+        };
+        let name = format!("/{id}.json");
+        for k in self.stored_run_keys(&prefix).await? {
+            let Some(path) = k.as_str().strip_suffix(&name) else {
+                continue;
+            };
+            let mut parts = path.split('/').skip(1);
+            if let (Some(cell), Some(run), None) = (parts.next(), parts.next(), parts.next()) {
+                return Ok(Some((cell.to_owned(), run.to_owned())));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The runs (cell, run) that have an invocation checkpoint stored: the open runs of every
+    /// runtime over the store (cluster mode).
+    pub async fn checkpointed_runs(&self) -> Result<Vec<(String, String)>, RuntimeError> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for k in self.stored_run_keys("held").await? {
+            let mut parts = k.as_str().split('/').skip(1);
+            if let (Some(cell), Some(run)) = (parts.next(), parts.next())
+                && !out.iter().any(|(c, r)| c == cell && r == run)
+            {
+                out.push((cell.to_owned(), run.to_owned()));
+            }
+        }
+        Ok(out)
+    }
+
     /// Every stored run record of `cell` (every cell for an empty one).
     pub async fn stored_runs(&self, cell: &str) -> Result<Vec<RunRecord>, RuntimeError> {
         let prefix = if cell.is_empty() {

@@ -21,8 +21,8 @@ use crate::context::Runtime;
 use crate::context::ports::{InvocationWorkspace, SkillAccess};
 use crate::error::RuntimeError;
 use crate::state::{
-    AuditObject, Driver, Event, Failure, Invocation, InvocationInner, InvocationStatus, Run,
-    RunRecord, RunStatus, now_ms, turn_id,
+    AuditObject, Driver, Event, Failure, HeldTurn, Invocation, InvocationInner, InvocationStatus,
+    Run, RunRecord, RunStatus, TurnStage, now_ms, turn_id,
 };
 
 /// What opening an invocation produced.
@@ -158,6 +158,10 @@ impl Runtime {
             found: Vec::new(),
             search_index: None,
             held: None,
+            interrupted: None,
+            unknown_outcome: None,
+            conversation: None,
+            checkpoint_version: None,
         };
         let inv = Arc::new(Invocation::new(
             invocation_id.clone(),
@@ -168,6 +172,18 @@ impl Runtime {
             inner,
         ));
         self.insert_invocation(inv.clone());
+        // A host-driven invocation can be taken over from its first turn; a runtime-driven one's
+        // loop writes its checkpoints itself, with its conversation.
+        if driver == Driver::Host {
+            let mut inner = inv.inner.lock().await;
+            self.checkpoint(
+                &inv,
+                &mut inner,
+                TurnStage::Between,
+                &HeldTurn::between(1, None),
+            )
+            .await;
+        }
         Ok(Opened {
             invocation: inv,
             tools_json,
@@ -315,8 +331,10 @@ impl Runtime {
         inner.status = status;
         inner.failure = failure.clone();
         inner.ended_ms = now_ms();
-        // A turn still held ends with its invocation: nothing to rebuild after a restart.
-        if inner.held.take().is_some() {
+        // A turn still held (or a checkpoint) ends with its invocation: nothing to rebuild.
+        // A runtime that lost the run leaves the record to its new driver.
+        let recorded = inner.held.take().is_some() | inner.checkpoint_version.take().is_some();
+        if recorded && !inv.run.lease_lost() {
             self.forget_held(&inv.run.cell, &inv.run.id, &inv.id).await;
         }
         let kind = match status {

@@ -5,6 +5,8 @@
 //!
 //! Run ownership ([`lease`]): with `[cluster] leases` on, every run is driven under a lease the
 //! workspace keeps, renewed in the background; a run whose lease another holder took stops here.
+//! A run whose driver died or stopped is taken over by another runtime from its checkpoint
+//! ([`takeover`]).
 //!
 //! Sits on `context` (the ports and the book); knows nothing of turns, tools or the loop.
 
@@ -13,8 +15,10 @@ pub mod invocations;
 pub mod lease;
 pub mod resume;
 pub mod runs;
+pub mod takeover;
 pub mod tasks;
 
 pub use approvals::ApprovalFilter;
 pub use invocations::{Opened, check_epoch};
 pub use runs::{NewRun, driver_str};
+pub use takeover::Driver as RunDriver;

@@ -1,7 +1,10 @@
-//! Resuming after a restart: a run whose active invocation had a turn held for approval is
-//! rebuilt from that turn's record in the runtime's store — the invocation open, its turn still
-//! held, its gate, cycle detector and the run's budget where they stopped — so `ListApprovals`,
-//! `DecideApproval` and `CollectToolResults` go on exactly as before the restart. A
+//! Resuming after a restart or a takeover: a run whose active invocation had a turn held for
+//! approval is rebuilt from that turn's record in the runtime's store — the invocation open, its
+//! turn still held, its gate, cycle detector and the run's budget where they stopped — so
+//! `ListApprovals`, `DecideApproval` and `CollectToolResults` go on exactly as before the restart.
+//! In cluster mode the record is also the invocation's checkpoint between turns and while a turn
+//! runs (`state::TurnStage`), rebuilt the same way: between turns, the next turn is awaited; a
+//! running turn is kept as interrupted (its calls' outcomes unknown). A
 //! runtime-driven run's record also keeps the loop's conversation; the loop itself is started
 //! again by the layer above (`runloop::resume`). The run's delegated tasks are read back from
 //! its journal (`tasks`); one still running at the stop is failed as interrupted. Nothing else
@@ -13,7 +16,9 @@ use std::sync::Arc;
 use serde_json::json;
 
 use crate::context::Runtime;
-use crate::state::{ApprovalState, Decision, Driver, Event, Invocation, Run, RunStatus, turn_id};
+use crate::state::{
+    ApprovalState, Decision, Driver, Event, Invocation, Run, RunStatus, TurnStage, turn_id,
+};
 
 /// Why an approval outside the rebuilt turn lapses.
 const LAPSED: &str = "the runtime restarted while the call was held, and only the held turn of a run's active invocation is kept across a restart";
@@ -50,7 +55,11 @@ impl Runtime {
         );
         inv.created_ms = r.created_ms;
         self.insert_invocation(Arc::new(inv));
-        let kept: HashSet<&str> = r.held.held.iter().map(|h| h.approval_id.as_str()).collect();
+        let kept: HashSet<&str> = if r.stage == TurnStage::Held {
+            r.held.held.iter().map(|h| h.approval_id.as_str()).collect()
+        } else {
+            HashSet::new()
+        };
         let others = self.approvals.list(|a| {
             a.run_id == run.id && a.state == ApprovalState::Pending && !kept.contains(a.id.as_str())
         });
@@ -63,7 +72,7 @@ impl Runtime {
         let mut events = self.restore_tasks(run).await;
         let ev = Event::new(
             "agent_invocation_restored",
-            json!({"invocationId": r.invocation_id, "round": r.held.round, "turnId": turn_id(&r.invocation_id, r.held.round), "awaiting": r.held.held.iter().map(|h| &h.approval_id).collect::<Vec<_>>()}),
+            json!({"invocationId": r.invocation_id, "round": r.held.round, "turnId": turn_id(&r.invocation_id, r.held.round), "stage": r.stage, "awaiting": kept}),
         )
         .inv(&r.invocation_id);
         events.insert(0, ev);

@@ -99,7 +99,11 @@ impl Runtime {
             .await
             .map_err(|e| e.into_error("creating the run workspace"))?;
         let world_info = p.world_info_json.clone();
-        let record = new_record(p, &c, &created, epoch);
+        let mut record = new_record(p, &c, &created, epoch);
+        if self.cfg.cluster.leases {
+            record.holder = self.lease_holder.clone();
+            record.holder_url = self.cfg.cluster.advertise.clone();
+        }
         let run = Arc::new(Run::new(record.clone(), 1));
         self.persist_run(&run).await?;
         self.insert_run(run.clone());
@@ -493,6 +497,8 @@ fn new_record(p: NewRun, c: &Checked, created: &CreatedWorkspace, epoch: u64) ->
         root_invocation_id: String::new(),
         active_invocation_id: String::new(),
         epoch,
+        holder: String::new(),
+        holder_url: String::new(),
         created_ms: now,
         updated_ms: now,
         failure: None,

@@ -9,7 +9,9 @@
 
 use serde_json::{Map, Value, json};
 use toolplane_core::builtin;
-use toolplane_core::error::{AGENT_TOOL_AFTER_FINISH, ErrorClass, TOOL_INVALID_ARGUMENTS};
+use toolplane_core::error::{
+    AGENT_TOOL_AFTER_FINISH, ErrorClass, TOOL_INVALID_ARGUMENTS, TOOL_OUTCOME_UNKNOWN,
+};
 use toolplane_core::id::Provider;
 use toolplane_core::invocation::{ToolArguments, ToolInvocation};
 use toolplane_core::result::AgentToolResult;
@@ -46,6 +48,32 @@ pub fn in_order(
         ));
     }
     None
+}
+
+/// The answer to a call whose outcome is unknown: it was running when the runtime that drove the
+/// run stopped, and this runtime took the run over (docs/runtime.md, "Taking a run over"). It is
+/// not run again — it may have taken effect — unless its tool says running it again is harmless
+/// (MCP's `idempotentHint` or `readOnlyHint`).
+pub fn outcome_unknown(
+    inner: &InvocationInner,
+    binding: &ToolBinding,
+    call: &ToolInvocation,
+) -> Option<AgentToolResult> {
+    if !inner.outcome_unknown(&call.call_id) {
+        return None;
+    }
+    let hints = binding.descriptor.annotations();
+    if hints.idempotent_hint == Some(true) || hints.read_only_hint == Some(true) {
+        return None;
+    }
+    Some(AgentToolResult::error(
+        call,
+        TOOL_OUTCOME_UNKNOWN,
+        format!(
+            "`{}` was running when the runtime driving this run stopped; whether it took effect is unknown, so it was not run again. Check its effect before calling it again.",
+            binding.alias
+        ),
+    ))
 }
 
 /// The refusal of a finishing tool after a call of the same turn was held for approval: the turn

@@ -80,7 +80,10 @@ impl Runtime {
         let answer = self
             .answer(inv, &mut inner, outcome, result_messages, end, next_choice)
             .await;
-        self.forget_held(&inv.run.cell, &inv.run.id, &inv.id).await;
+        // In cluster mode the answer replaced the held turn's record with the checkpoint after it.
+        if !self.checkpoints_on() {
+            self.forget_held(&inv.run.cell, &inv.run.id, &inv.id).await;
+        }
         answer
     }
 

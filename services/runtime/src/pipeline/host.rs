@@ -20,7 +20,7 @@ use crate::error::RuntimeError;
 use crate::lifecycle::check_epoch;
 use crate::state::{
     AuditObject, Event, Failure, HeldCall, HeldTurn, Invocation, InvocationInner, InvocationStatus,
-    Task, turn_id,
+    Task, TurnStage, turn_id,
 };
 use crate::tools::agents::take_injections;
 
@@ -121,6 +121,11 @@ impl Runtime {
             .decode_or_fail(inv, &mut inner, format, req.calls)
             .await?;
         let cell = req.cell.unwrap_or(&inv.run.cell);
+        if self.checkpoints_on() && !calls.is_empty() {
+            let turn = HeldTurn::running(inner.round, calls.clone(), None);
+            self.checkpoint(inv, &mut inner, TurnStage::Running, &turn)
+                .await;
+        }
         let outcome = self.run_calls(inv, &mut inner, &calls, cell).await?;
         if !outcome.held.is_empty() {
             let answer = hold_turn(&mut inner, calls, outcome, req.next_choice);
@@ -206,8 +211,15 @@ impl Runtime {
         next_choice: Option<ToolChoice>,
     ) -> Result<HostTurn, RuntimeError> {
         let open = end.status == InvocationStatus::Open;
+        // A turn taken over as interrupted is over once answered.
+        inner.interrupted = None;
         let (next_tools, injected) = if open {
             let tools = self.next_turn(inv, inner, next_choice).await?;
+            if self.checkpoints_on() {
+                let between = HeldTurn::between(inner.round, None);
+                self.checkpoint(inv, inner, TurnStage::Between, &between)
+                    .await;
+            }
             (Some(tools), take_injections(self, inv).await?)
         } else {
             (None, Vec::new())

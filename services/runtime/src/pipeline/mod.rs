@@ -171,7 +171,8 @@ async fn run_calls(
         };
         let mut rec = CallRecord::new(inv, inner, &binding, call);
         let refusal = admit::in_order(&binding, call, progress.terminal_done, index == last)
-            .or_else(|| admit::after_held(&binding, call, !out.held.is_empty()));
+            .or_else(|| admit::after_held(&binding, call, !out.held.is_empty()))
+            .or_else(|| admit::outcome_unknown(inner, &binding, call));
         let Decided { mut d, stop, held } = match refusal {
             Some(refusal) => Decided::answer(refusal),
             None => decide(rt, inv, inner, &binding, call, cell, &mut rec).await?,

@@ -52,7 +52,13 @@ impl CallRecord {
         binding: &ToolBinding,
         call: &ToolInvocation,
     ) -> Self {
-        let file = call_file(&call.call_id);
+        // A call taken over with its outcome unknown may already have audit objects under its
+        // name (written by the runtime that stopped): its new ones carry the new epoch.
+        let file = if inner.outcome_unknown(&call.call_id) {
+            format!("{}-epoch{}", call_file(&call.call_id), inv.run.epoch())
+        } else {
+            call_file(&call.call_id)
+        };
         let base = json!({
             "round": inner.round,
             "invocationId": inv.id,

@@ -79,7 +79,9 @@ pub(super) async fn settle(
                 let _ = rt.apply(&h.approval_id, lapse).await;
             }
             inner.held = None;
-            rt.forget_held(&inv.run.cell, &inv.run.id, &inv.id).await;
+            if !inv.run.lease_lost() {
+                rt.forget_held(&inv.run.cell, &inv.run.id, &inv.id).await;
+            }
             return Ok(None);
         }
     }
@@ -88,6 +90,9 @@ pub(super) async fn settle(
     };
     let calls = turn.calls.clone();
     let outcome = rt.run_held(inv, inner, turn).await?;
-    rt.forget_held(&inv.run.cell, &inv.run.id, &inv.id).await;
+    // In cluster mode the loop's next checkpoint replaces the record.
+    if !rt.checkpoints_on() {
+        rt.forget_held(&inv.run.cell, &inv.run.id, &inv.id).await;
+    }
     Ok(Some((calls, outcome)))
 }

@@ -24,8 +24,8 @@ use crate::model::provider::{Endpoint, user_message};
 use crate::model::semconv;
 use crate::pipeline::{TurnEnd, TurnOutcome, run_turn};
 use crate::state::{
-    AuditObject, Conversation, Event, Failure, Invocation, InvocationInner, InvocationStatus, Run,
-    Stop,
+    AuditObject, Conversation, Event, Failure, HeldTurn, Invocation, InvocationInner,
+    InvocationStatus, Run, Stop, TurnStage,
 };
 use crate::tools::agents::{injection_text, take_injections};
 use crate::tools::executors::tool_context;
@@ -52,6 +52,15 @@ pub async fn drive_invocation(
     let format = client.endpoint().format();
     // Where each result in the history is stored, for externalising it when over budget.
     let mut results_stored = Vec::new();
+    // The conversation as a checkpoint keeps it (cluster mode; docs/runtime.md "Taking a run
+    // over"), and the round the last checkpoint between turns was written for.
+    let conversation = |history: &[Value]| Conversation {
+        endpoint: super::resume::stored_endpoint(&client.resumable_endpoint()),
+        system: system.to_owned(),
+        history: history.to_vec(),
+        spec_rounds,
+    };
+    let mut checkpointed: Option<u32> = None;
     loop {
         if stop.is_set() {
             return Ok(LoopEnd::Cancelled);
@@ -62,11 +71,27 @@ pub async fn drive_invocation(
         }
         let round = inner.round;
         let max_rounds = max_rounds(&inner, spec_rounds);
-        // A turn held for a person (by this loop, or before a restart) is settled first.
-        if inner.held.is_some() {
-            let Some((calls, outcome)) = held::settle(rt, inv, &mut inner, stop).await? else {
+        // A turn held for a person (by this loop, or before a restart) is settled first; a turn
+        // that was running when the run was taken over is run again (its calls whose outcome is
+        // unknown answered as such).
+        let settled = if inner.held.is_some() {
+            let Some(settled) = held::settle(rt, inv, &mut inner, stop).await? else {
                 return Ok(LoopEnd::Cancelled);
             };
+            Some(settled)
+        } else if let Some(turn) = inner.interrupted.take() {
+            let calls = turn.calls;
+            let mut outcome = run_turn(rt, inv, &mut inner, calls.clone(), &inv.run.cell).await?;
+            if !outcome.held.is_empty() {
+                let conversation = conversation(&history);
+                held::park(rt, inv, &mut inner, calls, &mut outcome, conversation).await;
+                continue;
+            }
+            Some((calls, outcome))
+        } else {
+            None
+        };
+        if let Some((calls, outcome)) = settled {
             let turn = EndedTurn {
                 calls: &calls,
                 outcome,
@@ -90,6 +115,12 @@ pub async fn drive_invocation(
         }
         if let Some(failure) = budget_used_up(rt, run, inv, &mut inner).await? {
             return Ok(LoopEnd::Failed(failure));
+        }
+        if rt.checkpoints_on() && checkpointed != Some(round) {
+            let between = HeldTurn::between(round, Some(conversation(&history)));
+            rt.checkpoint(inv, &mut inner, TurnStage::Between, &between)
+                .await;
+            checkpointed = Some(round);
         }
         let injected = take_injections(rt, inv).await?;
         if !injected.is_empty() {
@@ -205,15 +236,22 @@ pub async fn drive_invocation(
         }
 
         let calls = decoded.invocations.clone();
+        if rt.checkpoints_on() {
+            let running = HeldTurn::running(round, calls.clone(), Some(conversation(&history)));
+            rt.checkpoint(inv, &mut inner, TurnStage::Running, &running)
+                .await;
+        }
         let mut outcome = run_turn(rt, inv, &mut inner, decoded.invocations, &inv.run.cell).await?;
         if !outcome.held.is_empty() {
-            let conversation = Conversation {
-                endpoint: super::resume::stored_endpoint(&client.resumable_endpoint()),
-                system: system.to_owned(),
-                history: history.clone(),
-                spec_rounds,
-            };
-            held::park(rt, inv, &mut inner, calls, &mut outcome, conversation).await;
+            held::park(
+                rt,
+                inv,
+                &mut inner,
+                calls,
+                &mut outcome,
+                conversation(&history),
+            )
+            .await;
             continue;
         }
         let turn = EndedTurn {

@@ -27,7 +27,7 @@ use crate::model::provider::{Endpoint, user_message};
 use crate::pipeline::HandedOff;
 use crate::state::{Driver, Failure, Invocation, Run, Stop};
 pub use invocation::drive_invocation;
-pub use resume::resume;
+pub use resume::{locate, resume, take_over_orphans};
 
 /// A runtime-driven run to start: the run, the model endpoint its spec names (if any) and the
 /// spec's round limit (0: the snapshot's).

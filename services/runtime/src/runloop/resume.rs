@@ -1,8 +1,9 @@
-//! Runtime-driven runs after a restart: a run whose owner had a turn held for a person was
-//! rebuilt by the lifecycle layer (its invocation open, the turn still held, with the loop's
-//! [`Conversation`]); this drives it on from there — it waits for the decisions, settles the
-//! turn, calls the model with the results and goes on to the run's end as if nothing had
-//! stopped. The endpoint is stored without its key: the key's environment variable is read again
+//! Runtime-driven runs after a restart or a takeover: a run whose owner had a turn held for a
+//! person, or (cluster mode) was between turns or in one, was rebuilt by the lifecycle layer (its
+//! invocation open, with the loop's [`Conversation`]); this drives it on from there — it settles
+//! a held turn once decided, runs an interrupted turn again (`tool.outcome_unknown` for the calls
+//! whose outcome is unknown), calls the model with the results and goes on to the run's end as
+//! if nothing had stopped. The endpoint is stored without its key: the key's environment variable is read again
 //! here (docs/runtime.md, "Restarts").
 
 use std::sync::Arc;
@@ -16,8 +17,9 @@ use toolplane_model::ProviderFormat;
 use super::{drive_owner, record_failure};
 use crate::context::Runtime;
 use crate::error::RuntimeError;
+use crate::lifecycle::RunDriver;
 use crate::model::provider::Endpoint;
-use crate::state::Run;
+use crate::state::{Driver, Run};
 
 /// An endpoint as a held turn's record keeps it: everything but the key itself.
 #[derive(Debug, Serialize, Deserialize)]
@@ -86,6 +88,56 @@ fn endpoint_of(v: &Value) -> Result<Endpoint, String> {
     })
 }
 
+/// Who drives run `run_id` of `cell`, taking it over when its lease is free
+/// ([`Runtime::driver_of`]); a runtime-driven run taken over here is driven on from its
+/// checkpoint.
+pub async fn locate(
+    rt: &Arc<Runtime>,
+    cell: &str,
+    run_id: &str,
+) -> Result<RunDriver, RuntimeError> {
+    let found = rt.driver_of(cell, run_id).await?;
+    if let RunDriver::Here {
+        run,
+        taken_over: true,
+    } = &found
+    {
+        let record = run.snapshot();
+        if record.driver == Driver::Runtime && !record.status.is_terminal() {
+            resume(Arc::clone(rt), Arc::clone(run));
+        }
+    }
+    Ok(found)
+}
+
+/// Takes over every open run over the store that no runtime holds (cluster mode): its driver died,
+/// or stopped and handed it over. Runs a live runtime holds are left to it.
+pub async fn take_over_orphans(rt: &Arc<Runtime>) {
+    let runs = match rt.checkpointed_runs().await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "listing the open runs to take over failed");
+            return;
+        }
+    };
+    for (cell, run_id) in runs {
+        if rt.is_draining() {
+            return;
+        }
+        if let Ok(run) = rt.run_in(&run_id, Some(&cell))
+            && !run.lease_lost()
+        {
+            continue;
+        }
+        match locate(rt, &cell, &run_id).await {
+            // Left behind by a driver that ended the run but could not remove it.
+            Ok(RunDriver::Ended) => rt.forget_held_of_run(&cell, &run_id).await,
+            Ok(_) => {}
+            Err(e) => tracing::warn!(run = %run_id, error = %e, "taking an open run over failed"),
+        }
+    }
+}
+
 /// Drives a rebuilt runtime-driven run on, in the background; a failure to go on fails the run.
 pub fn resume(rt: Arc<Runtime>, run: Arc<Run>) {
     tokio::spawn(async move {
@@ -98,16 +150,9 @@ pub fn resume(rt: Arc<Runtime>, run: Arc<Run>) {
 async fn drive_on(rt: &Runtime, run: &Arc<Run>) -> Result<(), RuntimeError> {
     let record = run.snapshot();
     let inv = rt.invocation(&record.active_invocation_id)?;
-    let conversation = inv
-        .inner
-        .lock()
-        .await
-        .held
-        .as_ref()
-        .and_then(|h| h.conversation.clone())
-        .ok_or_else(|| {
-            RuntimeError::invalid("the rebuilt invocation has no runtime-driven turn held")
-        })?;
+    let conversation = inv.inner.lock().await.conversation.take().ok_or_else(|| {
+        RuntimeError::invalid("the rebuilt invocation has no runtime-driven conversation")
+    })?;
     let endpoint = endpoint_of(&conversation.endpoint).map_err(RuntimeError::invalid)?;
     let client = rt
         .ports

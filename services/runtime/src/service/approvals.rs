@@ -1,12 +1,14 @@
 //! The approval RPCs: `ListApprovals` (the caller's cell), `DecideApproval`, `AnswerQuestion`
 //! and `CollectToolResults`. Who decided is the caller's principal from its credential.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tonic::{Request, Response, Status};
 use toolplane_auth::Caller;
 use toolplane_proto::v1 as pb;
 
+use super::forward::{Forwarder, Origin};
 use super::{cells, page_window, turns};
 use crate::context::Runtime;
 use crate::convert::approvals::{approval_pb, state_filter};
@@ -104,12 +106,22 @@ pub async fn answer(
 }
 
 pub async fn collect(
-    rt: &Runtime,
+    rt: &Arc<Runtime>,
+    forward: &Forwarder,
     request: Request<pb::CollectToolResultsRequest>,
 ) -> Result<Response<pb::CollectToolResultsResponse>, Status> {
     let caller = cells::caller(&request);
+    let origin = Origin::of(&request);
     let r = request.into_inner();
-    let inv = cells::invocation(rt, &caller, &r.invocation_id)?;
+    let inv = match cells::driven_invocation(rt, &caller, &r.invocation_id, &origin).await? {
+        cells::Target::Here(inv) => inv,
+        cells::Target::Forward(url) => {
+            return forward
+                .client(&url)?
+                .collect_tool_results(origin.request(r))
+                .await;
+        }
+    };
     let format = inv.inner.lock().await.format;
     let wait = Duration::from_millis(u64::from(r.wait_ms));
     let turn = rt

@@ -3,6 +3,11 @@
 //! current turn contract and round, what its gate and cycle detector have counted, the tools its
 //! searches found, its run's budget, and the held turn itself (its calls, the results so far and
 //! the calls still held). Data only; writing, reading and rebuilding are the layers above.
+//!
+//! In cluster mode the same record is the invocation's **checkpoint** for a takeover by another
+//! runtime (docs/runtime.md, "Taking a run over"): written when a turn starts running
+//! ([`TurnStage::Running`]: its calls, whose outcomes are unknown until the turn ends) and when it
+//! ended ([`TurnStage::Between`]: the state the next turn starts from), besides when it is held.
 
 use std::sync::Arc;
 
@@ -38,11 +43,43 @@ pub struct HeldRecord {
     pub found: Vec<(ToolId, u32)>,
     pub run_budget: RunBudget,
     pub held: HeldTurn,
+    /// What `held` is; records written before checkpoints existed are held turns.
+    #[serde(default)]
+    pub stage: TurnStage,
+    /// The run's lease epoch of the runtime that wrote the record: a record of a newer epoch is
+    /// never overwritten by an older driver.
+    #[serde(default)]
+    pub epoch: u64,
+}
+
+/// What a stored invocation record's turn is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStage {
+    /// Calls held for a decision.
+    #[default]
+    Held,
+    /// A turn whose calls were running: the state is the one before the turn.
+    Running,
+    /// No turn in progress: the state is the one the next turn starts from (`held` has no
+    /// calls; a runtime-driven invocation's conversation is complete up to its last results).
+    Between,
 }
 
 impl HeldRecord {
     /// The record of `inv` with `held` as its held turn (the turn may be partly collected).
     pub fn of(inv: &Invocation, inner: &InvocationInner, held: &HeldTurn) -> HeldRecord {
+        HeldRecord::at(inv, inner, held, TurnStage::Held)
+    }
+
+    /// The record of `inv` with `turn` at `stage`.
+    pub fn at(
+        inv: &Invocation,
+        inner: &InvocationInner,
+        turn: &HeldTurn,
+        stage: TurnStage,
+    ) -> HeldRecord {
+        let held = turn;
         HeldRecord {
             invocation_id: inv.id.clone(),
             run_id: inv.run.id.clone(),
@@ -60,11 +97,22 @@ impl HeldRecord {
             found: inner.found.clone(),
             run_budget: inv.run.with_budget(|b| b.clone()),
             held: held.clone(),
+            stage,
+            epoch: inv.run.epoch(),
         }
     }
 
-    /// The invocation's state as it was when the record was written: open, its turn held.
+    /// The invocation's state as it was when the record was written: open, its turn held, or
+    /// its running turn kept as interrupted (its calls' outcomes unknown), or between turns.
     pub fn inner(&self) -> InvocationInner {
+        let (held, interrupted, unknown_outcome) = match self.stage {
+            TurnStage::Held => (Some(self.held.clone()), None, None),
+            TurnStage::Running => {
+                let ids = self.held.calls.iter().map(|c| c.call_id.clone()).collect();
+                (None, Some(self.held.clone()), Some((self.held.round, ids)))
+            }
+            TurnStage::Between => (None, None, None),
+        };
         InvocationInner {
             gate: ToolRequestGate::restored(&self.snapshot, &self.gate),
             snapshot: Arc::new(self.snapshot.clone()),
@@ -80,7 +128,11 @@ impl HeldRecord {
             returned: None,
             found: self.found.clone(),
             search_index: None,
-            held: Some(self.held.clone()),
+            held,
+            interrupted,
+            unknown_outcome,
+            conversation: self.held.conversation.clone(),
+            checkpoint_version: None,
         }
     }
 }

@@ -59,6 +59,31 @@ pub struct InvocationInner {
     /// A turn whose held calls wait for decisions (collected by the host, or settled by the
     /// runtime-driven loop).
     pub held: Option<HeldTurn>,
+    /// A turn that was running when the runtime that drove it stopped, rebuilt by the runtime
+    /// that took the run over: its calls' outcomes are unknown. A runtime-driven loop runs the
+    /// turn again first; a host-driven turn waits for the host to send it again. Either way
+    /// [`InvocationInner::unknown_outcome`] says which calls are not run again.
+    pub interrupted: Option<HeldTurn>,
+    /// Call ids (with their round) whose outcome is unknown after a takeover: the pipeline
+    /// answers them with `tool.outcome_unknown` instead of running them, unless their tool is
+    /// marked idempotent or read-only (docs/runtime.md, "Taking a run over").
+    pub unknown_outcome: Option<(u32, Vec<String>)>,
+    /// The conversation a rebuilt runtime-driven invocation goes on from (after a restart or a
+    /// takeover), taken by the loop when it starts again.
+    pub conversation: Option<Conversation>,
+    /// The store version of the invocation's last checkpoint (cluster mode), so the next one is
+    /// one compare-and-swap.
+    pub checkpoint_version: Option<toolplane_store::Version>,
+}
+
+impl InvocationInner {
+    /// Whether call `call_id` of the current round has an unknown outcome (see
+    /// [`InvocationInner::unknown_outcome`]).
+    pub fn outcome_unknown(&self, call_id: &str) -> bool {
+        self.unknown_outcome
+            .as_ref()
+            .is_some_and(|(round, ids)| *round == self.round && ids.iter().any(|i| i == call_id))
+    }
 }
 
 /// A turn with calls held for approval: its calls, the results so far (the held calls' places
@@ -79,6 +104,30 @@ pub struct HeldTurn {
     /// a restart. `None` for a host-driven turn (the host keeps its own conversation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation: Option<Conversation>,
+}
+
+impl HeldTurn {
+    /// A turn whose `calls` are about to run (a checkpoint's [`super::TurnStage::Running`]).
+    pub fn running(
+        round: u32,
+        calls: Vec<ToolInvocation>,
+        conversation: Option<Conversation>,
+    ) -> HeldTurn {
+        HeldTurn {
+            round,
+            calls,
+            results: Vec::new(),
+            held: Vec::new(),
+            last_mutation: None,
+            next_choice: None,
+            conversation,
+        }
+    }
+
+    /// No turn: the state between two turns (a checkpoint's [`super::TurnStage::Between`]).
+    pub fn between(round: u32, conversation: Option<Conversation>) -> HeldTurn {
+        HeldTurn::running(round, Vec::new(), conversation)
+    }
 }
 
 /// A runtime-driven loop's conversation at a held turn: the model endpoint (without its key; the

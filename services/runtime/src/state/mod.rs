@@ -11,7 +11,7 @@ pub mod run;
 pub mod tasks;
 
 pub use approvals::{Approval, ApprovalKind, ApprovalState, Approvals, Decision};
-pub use held::HeldRecord;
+pub use held::{HeldRecord, TurnStage};
 pub use invocation::{
     Conversation, HeldCall, HeldTurn, Invocation, InvocationInner, InvocationStatus, turn_id,
 };

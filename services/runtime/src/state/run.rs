@@ -91,6 +91,12 @@ pub struct RunRecord {
     pub root_invocation_id: String,
     pub active_invocation_id: String,
     pub epoch: u64,
+    /// The lease holder driving the run (cluster mode) and the gRPC URL other runtimes reach it
+    /// at (`[cluster] advertise`; empty: not reachable by them). Rewritten by a takeover.
+    #[serde(default)]
+    pub holder: String,
+    #[serde(default)]
+    pub holder_url: String,
     pub created_ms: i64,
     pub updated_ms: i64,
     pub failure: Option<Failure>,

@@ -59,6 +59,11 @@ pub struct Memory {
     model_failures: Arc<Mutex<u32>>,
     /// The cell's platform policy, as the catalog would return it.
     platform_policy: Mutex<Option<String>>,
+    /// Run leases as the workspace keeps them (docs/workspace.md, "Epochs and run leases"): by
+    /// run, the holder, the epoch and whether the lease is still live.
+    leases: Mutex<HashMap<String, (String, u64, bool)>>,
+    /// The epoch of the append that stored each journal record, by run.
+    epochs: Mutex<HashMap<String, Vec<u64>>>,
 }
 
 impl Memory {
@@ -225,6 +230,39 @@ fn stored(r: &toolplane_runtime::state::Record) -> StoredRecord {
 }
 
 impl Memory {
+    /// Ends run `run`'s lease as if its TTL passed without a renewal (its holder died).
+    pub fn expire_lease(&self, run: &str) {
+        if let Some(l) = lock(&self.leases).get_mut(run) {
+            l.2 = false;
+        }
+    }
+
+    /// Puts a file into the workspace, as an earlier run left it.
+    pub fn put_file(&self, path: &str, content: &str) {
+        lock(&self.files).insert(path.to_owned(), content.to_owned());
+    }
+
+    /// The holder and epoch of run `run`'s lease, live or not.
+    pub fn lease(&self, run: &str) -> Option<(String, u64)> {
+        lock(&self.leases).get(run).map(|(h, e, _)| (h.clone(), *e))
+    }
+
+    /// The epoch of each journal record of `run`, in journal order.
+    pub fn epochs(&self, run: &str) -> Vec<u64> {
+        lock(&self.epochs).get(run).cloned().unwrap_or_default()
+    }
+
+    fn stale(&self, run: &str, epoch: u64) -> Option<PortError> {
+        let leases = lock(&self.leases);
+        let (_, newest, _) = leases.get(run)?;
+        (epoch < *newest).then(|| {
+            PortError::new(
+                PortErrorKind::FailedPrecondition,
+                format!("workspace.stale_epoch: epoch {epoch} is older than {newest}"),
+            )
+        })
+    }
+
     fn put_object(&self, object: AuditObject) -> Result<(), PortError> {
         let mut objects = lock(&self.objects);
         if objects.contains_key(&object.path) {
@@ -310,6 +348,13 @@ impl Workspace for Memory {
     }
 
     async fn append_journal(&self, group: JournalAppend) -> Result<(), PortError> {
+        if let Some(e) = self.stale(&group.run_id, group.epoch) {
+            return Err(e);
+        }
+        lock(&self.epochs)
+            .entry(group.run_id.clone())
+            .or_default()
+            .extend(group.records.iter().map(|_| group.epoch));
         let mut journals = lock(&self.journals);
         let journal = journals.entry(group.run_id.clone()).or_default();
         let expected = journal.last().map_or(1, |r| r.seq + 1);
@@ -332,6 +377,55 @@ impl Workspace for Memory {
         object: AuditObject,
     ) -> Result<(), PortError> {
         self.put_object(object)
+    }
+
+    async fn acquire_run_lease(
+        &self,
+        run: &RunScope,
+        holder: &str,
+        _ttl_ms: u64,
+    ) -> Result<u64, PortError> {
+        let mut leases = lock(&self.leases);
+        let epoch = match leases.get(&run.run_id) {
+            Some((h, e, true)) => {
+                return Err(PortError::new(
+                    PortErrorKind::FailedPrecondition,
+                    format!("workspace.lease_held: leased to {h} at epoch {e}"),
+                ));
+            }
+            Some((_, e, false)) => e + 1,
+            None => 1,
+        };
+        leases.insert(run.run_id.clone(), (holder.to_owned(), epoch, true));
+        Ok(epoch)
+    }
+
+    async fn renew_run_lease(
+        &self,
+        run: &RunScope,
+        holder: &str,
+        _ttl_ms: u64,
+    ) -> Result<(), PortError> {
+        match lock(&self.leases).get_mut(&run.run_id) {
+            Some((h, e, live)) if h == holder && *e == run.epoch => {
+                *live = true;
+                Ok(())
+            }
+            _ => Err(PortError::new(
+                PortErrorKind::FailedPrecondition,
+                "workspace.stale_epoch: the lease moved on",
+            )),
+        }
+    }
+
+    async fn release_run_lease(&self, run: &RunScope, holder: &str) -> Result<(), PortError> {
+        if let Some((h, e, live)) = lock(&self.leases).get_mut(&run.run_id)
+            && h == holder
+            && *e == run.epoch
+        {
+            *live = false;
+        }
+        Ok(())
     }
 
     async fn read_journal(
@@ -375,6 +469,10 @@ impl ToolHosts for Memory {
         call: ExecuteCall<'_>,
     ) -> Result<Result<Executed, PortError>, RuntimeError> {
         let c = call.call;
+        // A call of an older epoch than the run's lease is refused, as the workspace does.
+        if let Some(e) = self.stale(&call.context.run_id, call.context.epoch) {
+            return Ok(Err(e));
+        }
         lock(&self.executed).push(c.tool_id.to_string());
         if host != ToolHost::Workspace {
             let Some(structured) = lock(&self.others)

@@ -12,6 +12,7 @@ mod cli_admin;
 mod cli_auth;
 mod cli_completions;
 mod cli_up;
+mod cluster;
 mod console;
 mod error_details;
 mod external_credential;

@@ -1,0 +1,321 @@
+//! Runs that outlive their runtime (docs/runtime.md, "Taking a run over"): runtime processes with
+//! run leases on, over one PostgreSQL store (the store tests' own server) and one catalog,
+//! workspace and mcp-proxy (the plane of the other tests, in this process). Twenty scripted runs
+//! go through two runtimes; one is killed with SIGKILL mid-run, and every run still completes on
+//! the other. Then a rolling restart — each runtime stopped with SIGTERM (it hands its runs over)
+//! and replaced — while twenty more runs go: all complete. Then a runtime paused with SIGSTOP past
+//! its lease and resumed: every write it then tries is refused, and its run completes once on the
+//! runtime that took it over. For every run: the journal has each sequence number once, and its
+//! records' epochs never go down (no two drivers interleave).
+//!
+//! The runtimes are the `toolplane-runtime` binary next to this test's (built with the workspace).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[path = "../../../../libs/toolplane-store/tests/pg_server/mod.rs"]
+mod pg_server;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::json;
+use tonic::transport::Channel;
+use toolplane_proto::v1 as pb;
+use toolplane_proto::v1::runtime_service_client::RuntimeServiceClient;
+
+use crate::common::{self, Harness, harness, payload, types, writer_profile};
+
+const LEASE_TTL_MS: u64 = 1_500;
+
+/// A runtime process, killed when dropped so a failed assertion leaves nothing running.
+struct Replica {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Replica {
+    fn signal(&self, signal: Signal) {
+        kill(Pid::from_raw(self.child.id() as i32), signal).unwrap();
+    }
+
+    async fn client(&self) -> RuntimeServiceClient<Channel> {
+        RuntimeServiceClient::new(common::channel(&self.url).await)
+    }
+
+    /// SIGTERM, then waits for the process to end (it drains first).
+    fn stop(&mut self) {
+        self.signal(Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "the runtime did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+fn runtime_binary() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("toolplane-runtime");
+    assert!(
+        bin.exists(),
+        "{} is missing: build the workspace (`cargo build --workspace`) before this test",
+        bin.display()
+    );
+    bin
+}
+
+/// Starts a `toolplane-runtime` process named `name` against the plane's peers, with leases on and
+/// the shared PostgreSQL store, and waits until it serves.
+async fn replica(h: &Harness, dir: &Path, name: &str, pg: &Path) -> Replica {
+    let (grpc, http) = (free_port(), free_port());
+    let url = format!("http://127.0.0.1:{grpc}");
+    let config = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &config,
+        format!(
+            "listen = \"127.0.0.1:{grpc}\"\ncatalog_url = \"{}\"\nworkspace_url = \"{}\"\n\
+             mcp_proxy_url = \"{}\"\ndata_dir = \"{}\"\n\
+             [cluster]\nleases = true\nlease_ttl_ms = {LEASE_TTL_MS}\nholder = \"{name}\"\n\
+             advertise = \"{url}\"\ndrain_ms = 5000\n\
+             [store]\nkind = \"postgres\"\n\
+             connection = \"host={} port=5432 user=postgres dbname=postgres\"\n\
+             table = \"runtime_cluster\"\n",
+            h.plane.catalog_url(),
+            h.plane.workspace_url(),
+            h.plane.mcp_proxy_url(),
+            dir.join(name).display(),
+            pg.display()
+        ),
+    )
+    .unwrap();
+    let mut command = Command::new(runtime_binary());
+    command
+        .arg("--config")
+        .arg(&config)
+        .arg("--http-listen")
+        .arg(format!("127.0.0.1:{http}"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    for (var, _) in std::env::vars() {
+        if var.starts_with("TOOLPLANE_") || var == "PGPASSWORD" {
+            command.env_remove(var);
+        }
+    }
+    let mut replica = Replica {
+        child: command.spawn().unwrap(),
+        url,
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = replica.child.try_wait().unwrap() {
+            panic!("runtime {name} exited with {status}");
+        }
+        if Channel::from_shared(replica.url.clone())
+            .unwrap()
+            .connect()
+            .await
+            .is_ok()
+        {
+            return replica;
+        }
+        assert!(Instant::now() < deadline, "runtime {name} not serving");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A background run `id` of the writer with a scripted model: write, a slower write (the model
+/// thinks `think_ms` first), commit, finish.
+fn spec(id: &str, think_ms: u64) -> pb::RunSpec {
+    let script = json!({"turns": [
+        {"tool_calls": [{"function": {"name": "workspace_write_file", "arguments": {"path": "output/one.md", "content": "1"}}}]},
+        {"delayMs": think_ms, "tool_calls": [{"function": {"name": "workspace_write_file", "arguments": {"path": "output/two.md", "content": "2"}}}]},
+        {"tool_calls": [{"function": {"name": "workspace_commit", "arguments": {}}}]},
+        {"tool_calls": [{"function": {"name": "workspace_finish", "arguments": {"summary": "done"}}}]}
+    ]});
+    pb::RunSpec {
+        run_id: id.into(),
+        profile_id: "writer".into(),
+        model: Some(pb::ModelEndpoint {
+            kind: pb::ModelEndpointKind::Scripted as i32,
+            script_json: Some(script.to_string()),
+            ..Default::default()
+        }),
+        initial_user_message: "Write two notes and finish.".into(),
+        mode: pb::RunMode::Background as i32,
+        chat: Some(pb::ChatBinding {
+            chat_id: format!("chat-{id}"),
+            message_id: None,
+        }),
+        ..Default::default()
+    }
+}
+
+async fn start(client: &mut RuntimeServiceClient<Channel>, id: &str, think_ms: u64) {
+    client
+        .start_run(pb::StartRunRequest {
+            spec: Some(spec(id, think_ms)),
+            request_id: String::new(),
+        })
+        .await
+        .unwrap();
+}
+
+/// Waits until every run in `ids` is terminal as `client` reads it; their statuses.
+async fn wait_all(client: &mut RuntimeServiceClient<Channel>, ids: &[String]) -> Vec<i32> {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let mut statuses = Vec::new();
+        for id in ids {
+            let run = client
+                .get_run(pb::GetRunRequest { run_id: id.clone() })
+                .await
+                .unwrap()
+                .into_inner()
+                .run
+                .unwrap();
+            statuses.push(run.status);
+        }
+        let running = [pb::RunStatus::Created as i32, pb::RunStatus::Running as i32];
+        if statuses.iter().all(|s| !running.contains(s)) {
+            return statuses;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "runs not finished: {:?}",
+            ids.iter().zip(&statuses).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Checks what must hold for every run: completed, each sequence number once and in order, epochs
+/// never going down, one end. The number of runs that were taken over.
+async fn check_journals(h: &mut Harness, ids: &[String]) -> usize {
+    let mut taken = 0;
+    for id in ids {
+        let journal = h.journal(id).await;
+        let seqs: Vec<u64> = journal.iter().map(|e| e.seq).collect();
+        assert_eq!(
+            seqs,
+            (1..=journal.len() as u64).collect::<Vec<_>>(),
+            "{id}: {seqs:?}"
+        );
+        let epochs: Vec<u64> = journal.iter().map(|e| e.epoch).collect();
+        assert!(
+            epochs.windows(2).all(|w| w[0] <= w[1]),
+            "{id}: two drivers interleaved: {epochs:?}"
+        );
+        let kinds = types(&journal);
+        assert_eq!(
+            kinds.iter().filter(|k| *k == "run_completed").count(),
+            1,
+            "{id}: {kinds:?}"
+        );
+        let takeovers: Vec<_> = journal
+            .iter()
+            .filter(|e| e.r#type == "run_taken_over")
+            .map(payload)
+            .collect();
+        for t in &takeovers {
+            assert!(t["epoch"].as_u64() > t["fromEpoch"].as_u64(), "{t}");
+        }
+        taken += usize::from(!takeovers.is_empty());
+        assert_eq!(
+            h.object(id, "output/two.md").await.as_deref(),
+            Some(&b"2"[..]),
+            "{id}"
+        );
+    }
+    taken
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_survive_a_killed_runtime_a_rolling_restart_and_a_paused_one() {
+    let pg = pg_server::server().await.dir.clone();
+    let mut h = harness().await;
+    h.put_profile(writer_profile()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let completed = vec![pb::RunStatus::Completed as i32; 20];
+
+    // 1. Twenty runs through two runtimes; one is killed mid-run.
+    let r1 = replica(&h, dir.path(), "r1", &pg).await;
+    let r2 = replica(&h, dir.path(), "r2", &pg).await;
+    let (mut c1, mut c2) = (r1.client().await, r2.client().await);
+    let killed: Vec<String> = (0..20).map(|i| format!("kill-{i}")).collect();
+    for (i, id) in killed.iter().enumerate() {
+        let client = if i % 2 == 0 { &mut c1 } else { &mut c2 };
+        start(client, id, 800).await;
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    r1.signal(Signal::SIGKILL);
+    drop(r1);
+    assert_eq!(wait_all(&mut c2, &killed).await, completed);
+    let taken = check_journals(&mut h, &killed).await;
+    assert!(taken >= 1, "the killed runtime's runs were taken over");
+
+    // 2. A rolling restart: each runtime stopped (SIGTERM: it hands its runs over) and replaced
+    //    while twenty runs go.
+    let mut r2 = r2;
+    let r3 = replica(&h, dir.path(), "r3", &pg).await;
+    let mut c3 = r3.client().await;
+    let rolled: Vec<String> = (0..20).map(|i| format!("roll-{i}")).collect();
+    for (i, id) in rolled.iter().enumerate() {
+        let client = if i % 2 == 0 { &mut c2 } else { &mut c3 };
+        start(client, id, 600).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    r2.stop();
+    let r4 = replica(&h, dir.path(), "r4", &pg).await;
+    let mut r3 = r3;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    r3.stop();
+    let mut c4 = r4.client().await;
+    assert_eq!(wait_all(&mut c4, &rolled).await, completed);
+    check_journals(&mut h, &rolled).await;
+
+    // 3. A runtime paused past its lease: another takes its run over; once resumed, every write
+    //    it tries is refused.
+    let r5 = replica(&h, dir.path(), "r5", &pg).await;
+    let paused = vec!["paused-0".to_owned()];
+    start(&mut c4, &paused[0], 2_000).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    r4.signal(Signal::SIGSTOP);
+    tokio::time::sleep(Duration::from_millis(LEASE_TTL_MS * 3)).await;
+    r4.signal(Signal::SIGCONT);
+    let mut c5 = r5.client().await;
+    assert_eq!(
+        wait_all(&mut c5, &paused).await,
+        vec![pb::RunStatus::Completed as i32]
+    );
+    // The resumed runtime had its time to try: still one driver at a time, one end.
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    assert_eq!(check_journals(&mut h, &paused).await, 1);
+    let journal = h.journal(&paused[0]).await;
+    let taken = journal
+        .iter()
+        .find(|e| e.r#type == "run_taken_over")
+        .map(payload)
+        .unwrap();
+    assert_eq!(taken["fromHolder"], "r4");
+    assert_eq!(taken["holder"], "r5");
+    drop(r4);
+    h.plane.shutdown().await;
+}
