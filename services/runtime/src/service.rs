@@ -516,14 +516,14 @@ impl RuntimeService for RuntimeGrpc {
         &self,
         request: Request<pb::DecideApprovalRequest>,
     ) -> Result<Response<pb::DecideApprovalResponse>, Status> {
-        approvals::decide(&self.rt, request).await
+        approvals::decide(&self.rt, &self.forward, request).await
     }
 
     async fn answer_question(
         &self,
         request: Request<pb::AnswerQuestionRequest>,
     ) -> Result<Response<pb::AnswerQuestionResponse>, Status> {
-        approvals::answer(&self.rt, request).await
+        approvals::answer(&self.rt, &self.forward, request).await
     }
 
     async fn collect_tool_results(

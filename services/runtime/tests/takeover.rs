@@ -194,7 +194,10 @@ async fn a_turn_running_when_its_driver_died_answers_unknown_outcomes_and_reruns
     assert!(
         failed.iter().any(|p| p["callId"] == "w1"
             && p["errorCode"] == "tool.outcome_unknown"
-            && p["resultPath"].as_str().unwrap().ends_with("-epoch2.json")),
+            && p["resultPath"].as_str().unwrap().ends_with(&format!(
+                "/{}.json",
+                toolplane_runtime::pipeline::call_file("w1#epoch2")
+            ))),
         "{failed:?}"
     );
     // The turn is over: the next one runs its calls normally.

@@ -69,4 +69,56 @@ impl Runtime {
             }
         }
     }
+
+    /// The approvals of run `run` of `cell` still pending in the store, read into the book (a
+    /// run taken over from another runtime).
+    pub async fn load_run_approvals(&self, cell: &str, run: &str) {
+        for a in self.stored_approvals(cell).await {
+            if a.run_id == run && a.state == crate::state::ApprovalState::Pending {
+                self.approvals.insert(a);
+            }
+        }
+    }
+
+    /// Approval `id` as the store has it (in `cell`, or any cell for `None`).
+    pub async fn stored_approval(&self, id: &str, cell: Option<&str>) -> Option<Approval> {
+        if id.is_empty() || id.contains('/') {
+            return None;
+        }
+        let found = match cell {
+            Some(c) => key(&format!("approvals/{c}/{id}.json")).ok(),
+            None => {
+                let name = format!("/{id}.json");
+                let prefix = key("approvals").ok()?;
+                let page = self.store().list(Some(&prefix), None, 10_000).await.ok()?;
+                page.keys.into_iter().find(|k| k.as_str().ends_with(&name))
+            }
+        }?;
+        let obj = self.store().get(&found).await.ok()??;
+        serde_json::from_slice(&obj.bytes).ok()
+    }
+
+    async fn stored_approvals(&self, cell: &str) -> Vec<Approval> {
+        let Ok(prefix) = key(&format!("approvals/{cell}")) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut after: Option<Key> = None;
+        loop {
+            let Ok(page) = self.store().list(Some(&prefix), after.as_ref(), 1000).await else {
+                return out;
+            };
+            for k in &page.keys {
+                if let Ok(Some(obj)) = self.store().get(k).await
+                    && let Ok(a) = serde_json::from_slice::<Approval>(&obj.bytes)
+                {
+                    out.push(a);
+                }
+            }
+            match page.next_start_after {
+                Some(n) => after = Some(n),
+                None => return out,
+            }
+        }
+    }
 }

@@ -142,6 +142,8 @@ impl Runtime {
         // A host-driven run whose active invocation left no checkpoint had it closed: the host
         // opens the next. A runtime-driven loop cannot go on without one.
         let (active, driver) = run.with(|r| (r.active_invocation_id.clone(), r.driver));
+        // The held turn's approvals, so they are listed and decided here.
+        self.load_run_approvals(&run.cell, &run.id).await;
         if !active.is_empty()
             && !self.resume_held(&run).await
             && driver == crate::state::Driver::Runtime

@@ -365,7 +365,7 @@ impl Runtime {
         round: u32,
         body: String,
     ) -> Result<(), RuntimeError> {
-        let path = format!("model-responses/{}/round-{round}.json", inv.id);
+        let path = crate::state::response_path(&inv.id, round, inv.run.epoch());
         let object = AuditObject {
             path: path.clone(),
             content: body.into_bytes(),

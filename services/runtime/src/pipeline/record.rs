@@ -53,9 +53,10 @@ impl CallRecord {
         call: &ToolInvocation,
     ) -> Self {
         // A call taken over with its outcome unknown may already have audit objects under its
-        // name (written by the runtime that stopped): its new ones carry the new epoch.
+        // name (written by the runtime that stopped): its new ones are named after the call id
+        // and the new epoch.
         let file = if inner.outcome_unknown(&call.call_id) {
-            format!("{}-epoch{}", call_file(&call.call_id), inv.run.epoch())
+            call_file(&format!("{}#epoch{}", call.call_id, inv.run.epoch()))
         } else {
             call_file(&call.call_id)
         };

@@ -164,7 +164,7 @@ pub async fn drive_invocation(
                 return Ok(LoopEnd::Failed(failure));
             }
         };
-        let path = format!("model-responses/{}/round-{round}.json", inv.id);
+        let path = crate::state::response_path(&inv.id, round, inv.run.epoch());
         let stored = AuditObject {
             path: path.clone(),
             content: body.clone().into_bytes(),

@@ -58,12 +58,49 @@ pub async fn list(
     }))
 }
 
+/// Where a decision about approval `id` goes: here when this runtime holds the approval or takes
+/// its run over, else the runtime that drives its run (cluster mode; docs/runtime.md "Taking a run
+/// over").
+async fn approval_target(
+    rt: &Arc<Runtime>,
+    caller: &Caller,
+    id: &str,
+    origin: &Origin,
+) -> Result<cells::Target<()>, Status> {
+    let here = rt
+        .approvals
+        .get(id)
+        .is_some_and(|a| rt.run(&a.run_id).is_ok_and(|run| !run.lease_lost()));
+    if here || !rt.checkpoints_on() {
+        return Ok(cells::Target::Here(()));
+    }
+    let Some(a) = rt.stored_approval(id, caller.visible_cell()).await else {
+        return Ok(cells::Target::Here(()));
+    };
+    Ok(
+        match cells::driven_run(rt, caller, &a.run_id, origin).await? {
+            cells::Target::Here(_) => cells::Target::Here(()),
+            cells::Target::Forward(url) => cells::Target::Forward(url),
+        },
+    )
+}
+
 pub async fn decide(
-    rt: &Runtime,
+    rt: &Arc<Runtime>,
+    forward: &Forwarder,
     request: Request<pb::DecideApprovalRequest>,
 ) -> Result<Response<pb::DecideApprovalResponse>, Status> {
     let caller = cells::caller(&request);
+    let origin = Origin::of(&request);
     let r = request.into_inner();
+    if let cells::Target::Forward(url) =
+        approval_target(rt, &caller, &r.approval_id, &origin).await?
+    {
+        return forward
+            .client(&url)?
+            .decide_approval(origin.request(r))
+            .await;
+    }
     check_text("reason", &r.reason)?;
     let by = decider(&caller);
     let decision = if r.approve {
@@ -87,11 +124,21 @@ pub async fn decide(
 }
 
 pub async fn answer(
-    rt: &Runtime,
+    rt: &Arc<Runtime>,
+    forward: &Forwarder,
     request: Request<pb::AnswerQuestionRequest>,
 ) -> Result<Response<pb::AnswerQuestionResponse>, Status> {
     let caller = cells::caller(&request);
+    let origin = Origin::of(&request);
     let r = request.into_inner();
+    if let cells::Target::Forward(url) =
+        approval_target(rt, &caller, &r.approval_id, &origin).await?
+    {
+        return forward
+            .client(&url)?
+            .answer_question(origin.request(r))
+            .await;
+    }
     check_text("answer", &r.answer)?;
     let decision = Decision::Answer {
         by: decider(&caller),

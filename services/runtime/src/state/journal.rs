@@ -215,3 +215,15 @@ impl Journal {
         self.next_seq.lock().await.saturating_sub(1)
     }
 }
+
+/// Where a model response of `invocation`'s `round` is stored: `model-responses/<invocation>/
+/// round-<n>.json`, with the run's epoch in the name after a takeover (`round-<n>-epoch-<e>.json`),
+/// since the runtime that stopped may have stored that round's response already (docs/runtime.md,
+/// "Taking a run over").
+pub fn response_path(invocation: &str, round: u32, epoch: u64) -> String {
+    if epoch > 1 {
+        format!("model-responses/{invocation}/round-{round}-epoch-{epoch}.json")
+    } else {
+        format!("model-responses/{invocation}/round-{round}.json")
+    }
+}

@@ -15,6 +15,8 @@ pub use held::{HeldRecord, TurnStage};
 pub use invocation::{
     Conversation, HeldCall, HeldTurn, Invocation, InvocationInner, InvocationStatus, turn_id,
 };
-pub use journal::{AuditObject, Event, Journal, JournalAppend, Level, Record, now_ms};
+pub use journal::{
+    AuditObject, Event, Journal, JournalAppend, Level, Record, now_ms, response_path,
+};
 pub use run::{Driver, Failure, Run, RunMode, RunRecord, RunStatus, RunToolHostRecord};
 pub use tasks::{CancelFlag, PendingTask, RunAgents, Stop, Task, TaskResult, TaskStatus};

@@ -178,11 +178,13 @@ async fn start(client: &mut RuntimeServiceClient<Channel>, id: &str, think_ms: u
         .unwrap();
 }
 
-/// Waits until every run in `ids` is terminal as `client` reads it; their statuses.
+/// Waits until every run in `ids` is terminal as `client` reads it; their statuses, and for a run
+/// that did not complete, why.
 async fn wait_all(client: &mut RuntimeServiceClient<Channel>, ids: &[String]) -> Vec<i32> {
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         let mut statuses = Vec::new();
+        let mut failures = Vec::new();
         for id in ids {
             let run = client
                 .get_run(pb::GetRunRequest { run_id: id.clone() })
@@ -192,9 +194,15 @@ async fn wait_all(client: &mut RuntimeServiceClient<Channel>, ids: &[String]) ->
                 .run
                 .unwrap();
             statuses.push(run.status);
+            if run.status != pb::RunStatus::Completed as i32 {
+                failures.push((id.clone(), run.status, run.failure));
+            }
         }
         let running = [pb::RunStatus::Created as i32, pb::RunStatus::Running as i32];
         if statuses.iter().all(|s| !running.contains(s)) {
+            if !failures.is_empty() {
+                eprintln!("runs that did not complete: {failures:?}");
+            }
             return statuses;
         }
         assert!(
