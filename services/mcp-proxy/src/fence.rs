@@ -89,6 +89,17 @@ pub struct Fence {
     newest: Mutex<Newest>,
 }
 
+/// A run id as the workspace accepts it (and so every run a runtime creates): 1-128 characters of
+/// `[A-Za-z0-9._:-]`, not starting with `.` — one segment of a store key.
+fn valid_run_id(run: &str) -> bool {
+    !run.is_empty()
+        && run.len() <= 128
+        && !run.starts_with('.')
+        && run
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b':'))
+}
+
 fn key(cell: &str, run: &str) -> Result<Key, ProxyError> {
     Key::new(format!("fence/{cell}/{run}.json")).map_err(ProxyError::from)
 }
@@ -144,11 +155,11 @@ impl Fence {
         if epoch == 0 {
             return Ok(());
         }
-        if let Err(why) = toolplane_core::id::valid_segment(run) {
+        if !valid_run_id(run) {
             return Err(ProxyError::new(
                 MCP_INVALID_REQUEST,
                 format!(
-                    "run id `{}` of a call with epoch {epoch}: {why}",
+                    "run id `{}` of a call with epoch {epoch}: use 1-128 characters of [A-Za-z0-9._:-], not starting with `.`",
                     shown(run)
                 ),
             ));
@@ -281,10 +292,14 @@ mod tests {
     #[tokio::test]
     async fn a_malformed_run_id_with_an_epoch_is_invalid() {
         let (fence, _) = fence();
-        for bad in ["", "../x", "A", &"r".repeat(65)] {
+        for bad in ["", "../x", "a/b", ".hidden", "a b", &"r".repeat(129)] {
             let e = fence.admit("default", bad, 1).await.unwrap_err();
             assert_eq!(e.code, MCP_INVALID_REQUEST, "{bad:?}");
         }
         fence.admit("default", "", 0).await.unwrap();
+        // Every run id the runtime and the workspace accept is fenced.
+        for good in ["Run-1", "r:1.x_y", &"R".repeat(128)] {
+            fence.admit("default", good, 1).await.unwrap();
+        }
     }
 }
