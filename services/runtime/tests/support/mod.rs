@@ -59,6 +59,9 @@ pub struct Memory {
     model_failures: Arc<Mutex<u32>>,
     /// The cell's platform policy, as the catalog would return it.
     platform_policy: Mutex<Option<String>>,
+    /// Whether the mcp-proxy refuses every MCP call as stale (`mcp.stale_epoch`): another
+    /// runtime's epoch of the run was seen.
+    mcp_stale: Mutex<bool>,
 }
 
 impl Memory {
@@ -71,6 +74,11 @@ impl Memory {
         structured: Option<Value>,
     ) {
         lock(&self.others).push((origin, descriptor, structured));
+    }
+
+    /// Makes the mcp-proxy refuse every MCP call from now on as `mcp.stale_epoch`.
+    pub fn refuse_mcp_calls_as_stale(&self) {
+        *lock(&self.mcp_stale) = true;
     }
 
     /// Sets the cell's platform policy (JSON).
@@ -240,6 +248,25 @@ impl Memory {
 
 #[async_trait]
 impl Workspace for Memory {
+    /// Leases are always granted at epoch 1 and renewed: one runtime over these peers.
+    async fn acquire_run_lease(
+        &self,
+        _run: &RunScope,
+        _holder: &str,
+        _ttl_ms: u64,
+    ) -> Result<u64, PortError> {
+        Ok(1)
+    }
+
+    async fn renew_run_lease(
+        &self,
+        _run: &RunScope,
+        _holder: &str,
+        _ttl_ms: u64,
+    ) -> Result<(), PortError> {
+        Ok(())
+    }
+
     async fn create_run_workspace(
         &self,
         ws: NewRunWorkspace,
@@ -376,6 +403,17 @@ impl ToolHosts for Memory {
     ) -> Result<Result<Executed, PortError>, RuntimeError> {
         let c = call.call;
         lock(&self.executed).push(c.tool_id.to_string());
+        if host == ToolHost::McpProxy && *lock(&self.mcp_stale) {
+            return Ok(Err(PortError::new(
+                PortErrorKind::FailedPrecondition,
+                format!(
+                    "mcp.stale_epoch: epoch {} of run {} is older than the newest epoch {}",
+                    call.context.epoch,
+                    call.context.run_id,
+                    call.context.epoch + 1
+                ),
+            )));
+        }
         if host != ToolHost::Workspace {
             let Some(structured) = lock(&self.others)
                 .iter()
