@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 TOOLS = Path(sys.executable).parent
 K8S_VERSIONS = ("1.30.0", "1.37.0")
-KUSTOMIZATIONS = ("k8s/base", "k8s/overlays/single-node")
+KUSTOMIZATIONS = ("k8s/base", "k8s/overlays/single-node", "k8s/overlays/cluster")
 COMPOSE_FILES = ("compose.yaml", "compose.mcp.yaml")
 NAMESPACE = "toolplane"
 
@@ -90,6 +90,16 @@ PEER_URLS = {
 
 # Shared library sources whose variables every service reads (telemetry set-up, log filter).
 SHARED_SOURCES = (ROOT / "libs" / "toolplane-telemetry" / "src", ROOT / "libs" / "toolplane-serve" / "src")
+# The store library, whose variables (PGPASSWORD, AWS_*) the services with a `[store]` read.
+STORE_SOURCES = (ROOT / "libs" / "toolplane-store" / "src",)
+STORE_SERVICES = ("catalog", "runtime", "mcp-proxy")
+
+# Variables the deploy sets that a binary on this branch does not read yet, with the work that
+# makes it read them. The check fails once the binary reads one, so the entry is removed then.
+NOT_YET_READ = {
+    # [cluster] advertise, from the runtime's run takeover (docs/runtime.md, "Taking a run over").
+    "TOOLPLANE_RUNTIME_ADVERTISE": "runtime",
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,6 +197,8 @@ def toolplane_containers(docs: list[dict]) -> Iterable[tuple[dict, dict, Service
 
 
 def container_env(docs: list[dict], container: dict) -> dict[str, str]:
+    """The container's variables as the kubelet sets them (ConfigMaps, then `env`); a variable
+    from a Secret or the downward API maps to the empty string."""
     config_maps = by_kind(docs, "ConfigMap")
     env: dict[str, str] = {}
     for source in container.get("envFrom") or []:
@@ -196,6 +208,50 @@ def container_env(docs: list[dict], container: dict) -> dict[str, str]:
     for item in container.get("env") or []:
         env[item["name"]] = item.get("value", "")
     return env
+
+
+def helper_variables(container: dict) -> set[str]:
+    """Variables set only to be expanded into others (`$(POD_IP)`): no binary reads them."""
+    items = container.get("env") or []
+    used = {m for item in items for m in re.findall(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", item.get("value", ""))}
+    return {item["name"] for item in items if item["name"] in used}
+
+
+def mounted_config(docs: list[dict], dep: dict, container: dict, service: Service) -> tuple[dict | None, str | None]:
+    """The service's TOML configuration file (`TOOLPLANE_<SERVICE>_CONFIG`) as the pod sees it,
+    read from the ConfigMap mounted there: (parsed file or None when none is set, problem)."""
+    path = container_env(docs, container).get(service.prefix + "CONFIG")
+    if not path:
+        return None, None
+    where = f"Deployment/{dep['metadata']['name']}: {service.prefix}CONFIG={path}"
+    volumes = {v["name"]: v for v in dep["spec"]["template"]["spec"].get("volumes") or []}
+    for mount in container.get("volumeMounts") or []:
+        base = mount["mountPath"].rstrip("/") + "/"
+        if not path.startswith(base):
+            continue
+        source = volumes.get(mount["name"], {}).get("configMap")
+        if source is None:
+            return None, f"{where} is not on a ConfigMap volume"
+        relative = path[len(base):]
+        items = {i["path"]: i["key"] for i in source.get("items") or []}
+        key = items.get(relative) if source.get("items") else relative
+        text = (by_kind(docs, "ConfigMap").get(source.get("name"), {}).get("data") or {}).get(key or "")
+        if text is None:
+            return None, f"{where}: ConfigMap {source.get('name')} has no key {key or relative}"
+        try:
+            return tomllib.loads(text), None
+        except tomllib.TOMLDecodeError as e:
+            return None, f"{where}: not TOML: {e}"
+    return None, f"{where} is on no mounted volume"
+
+
+def store_is_shared(store: dict | None) -> bool:
+    """Whether a `[store]` keeps its state where other pods see it (as `StoreConfig::is_shared`)."""
+    if not store:
+        return False
+    if store.get("kind") == "routed":
+        return store_is_shared(store.get("bytes")) or store_is_shared(store.get("records"))
+    return store.get("kind") in ("s3", "postgres")
 
 
 def compose_toolplane_services(compose: dict) -> Iterable[tuple[str, dict, Service]]:
@@ -550,7 +606,13 @@ def check_k8s_workloads(docs: list[dict]) -> list[str]:
         name = dep["metadata"]["name"]
         if name in scaled and "replicas" in spec:
             problems.append(f"{where}: sets replicas although an HPA scales it")
-        if service.name in ("workspace", "mcp-proxy"):
+        config, config_problem = mounted_config(docs, dep, c, service)
+        if config_problem:
+            problems.append(config_problem)
+        shared = store_is_shared((config or {}).get("store"))
+        if service.name == "catalog" and (config or {}).get("store") and data_dir:
+            problems.append(f"{where}: {service.prefix}DATA_DIR overrides the [store] of its configuration file")
+        if service.name == "workspace" or (service.name == "mcp-proxy" and not shared):
             # Local-filesystem store: one writer, one ReadWriteOnce volume, never two pods at once.
             if name in scaled or spec.get("replicas") != 1:
                 problems.append(f"{where}: must run exactly one replica (local store)")
@@ -706,11 +768,21 @@ def port_matches(rule_port: dict, port: int, names: dict) -> bool:
     return value == port or (isinstance(value, int) and value <= port <= rule_port.get("endPort", value))
 
 
+def runtime_forwards(docs: list[dict]) -> bool:
+    """Whether the runtime runs with run leases (`[cluster] leases`), so its replicas call one
+    another for the runs they drive."""
+    for dep, c, service in toolplane_containers(docs):
+        if service.name == "runtime":
+            config, _ = mounted_config(docs, dep, c, service)
+            return bool(((config or {}).get("cluster") or {}).get("leases"))
+    return False
+
+
 def check_network_policy(docs: list[dict]) -> list[str]:
     """Only the runtime reaches the workspace; only the runtime and the catalog (its read of the
     MCP cache) reach the mcp-proxy; only the runtime and the agent hosts' namespaces reach the
-    catalog; only the agent hosts' namespaces reach the runtime; every toolplane pod is covered
-    by a policy."""
+    catalog; only the agent hosts' namespaces (and, with run leases, the other runtime replicas)
+    reach the runtime; every toolplane pod is covered by a policy."""
     problems = []
     names = {s.name: dep["metadata"]["name"] for dep, _, s in toolplane_containers(docs)}
     if set(names) != set(SERVICES):
@@ -723,7 +795,8 @@ def check_network_policy(docs: list[dict]) -> list[str]:
         "workspace": {names["runtime"]},
         "mcp-proxy": {names["runtime"], names["catalog"]},
         "catalog": {names["runtime"], AGENT_HOSTS},
-        "runtime": {AGENT_HOSTS},
+        # Runtime replicas with run leases forward requests to one another (docs/runtime.md).
+        "runtime": {AGENT_HOSTS} | ({names["runtime"]} if runtime_forwards(docs) else set()),
     }
     for service, allowed in exact.items():
         got = ingress_sources(docs, names[service], SERVICES[service].grpc) or set()
@@ -880,15 +953,18 @@ def check_env_contract(
     composes: dict[str, dict], k8s: list[dict], sources: dict[str, str], shared: str
 ) -> tuple[list[str], str]:
     """Every variable the deploy sets for a service is read by that service's binary (a string
-    literal in its sources or the shared telemetry library), and compose and Kubernetes set the
-    same variables."""
+    literal in its sources or the shared libraries' sources), and compose and Kubernetes set the
+    same variables (pass no compose files for an overlay that differs from compose on purpose).
+    Variables only expanded into others (`$(POD_IP)`) are not the binary's; those of
+    NOT_YET_READ may be unread, and must be removed from it once read."""
     problems = []
     per_service: dict[str, dict[str, set[str]]] = {}
     for file, compose in composes.items():
         for name, svc, service in compose_toolplane_services(compose):
             per_service.setdefault(service.name, {}).setdefault("compose", set()).update(compose_env(svc))
     for dep, c, service in toolplane_containers(k8s):
-        per_service.setdefault(service.name, {}).setdefault("kubernetes", set()).update(container_env(k8s, c))
+        variables = set(container_env(k8s, c)) - helper_variables(c)
+        per_service.setdefault(service.name, {}).setdefault("kubernetes", set()).update(variables)
     for name, where in sorted(per_service.items()):
         service = SERVICES[name]
         text = sources.get(name, "")
@@ -897,6 +973,10 @@ def check_env_contract(
         unread = []
         for var in sorted(variables):
             if var in declared:
+                if NOT_YET_READ.get(var) == name:
+                    problems.append(f"{service.binary} reads {var} now: remove it from NOT_YET_READ")
+                continue
+            if NOT_YET_READ.get(var) == name:
                 continue
             unread.append(var)
         if unread:
@@ -1010,7 +1090,7 @@ def check_docs(docs_text: str, dashboard: dict, composes: dict[str, dict], k8s: 
         for _, svc, _ in compose_toolplane_services(compose):
             variables |= set(compose_env(svc))
     for _, c, _ in toolplane_containers(k8s):
-        variables |= set(container_env(k8s, c))
+        variables |= set(container_env(k8s, c)) - helper_variables(c)
     for var in sorted(variables):
         if f"`{var}`" not in docs_text:
             problems.append(f"variable {var} is not documented")
@@ -1035,8 +1115,10 @@ def check_yamllint() -> list[str]:
 
 
 def check_self_test() -> list[str]:
-    problems = run_tool([sys.executable, str(DEPLOY / "check" / "test_check_deploy.py")])
-    return problems[-40:]
+    problems = []
+    for tests in ("test_check_deploy.py", "test_check_cluster.py"):
+        problems += run_tool([sys.executable, str(DEPLOY / "check" / tests)])[-40:]
+    return problems
 
 
 def check_hadolint() -> list[str]:
@@ -1074,13 +1156,18 @@ class Report:
 
 
 def main() -> int:
+    # The scale-out rules live in cluster.py, which uses this module's helpers: it imports
+    # `check_deploy`, which must be this very module when it runs as a script.
+    sys.modules.setdefault("check_deploy", sys.modules[__name__])
+    import check_cluster as cluster
+
     report = Report()
     dockerfile = (DEPLOY / "Dockerfile").read_text(encoding="utf-8")
     composes = load_compose()
     rendered: dict[str, list[dict]] = {}
 
     # The checks' own tests first: each breaks a copy of the inputs and expects its check to fail.
-    report.check("checker self-test (deploy/check/test_check_deploy.py)", check_self_test)
+    report.check("checker self-test (deploy/check/test_check_deploy.py, test_check_cluster.py)", check_self_test)
     report.check("yaml lint (yamllint, deploy/)", check_yamllint)
     report.check("Dockerfile lint (hadolint, failure threshold style)", check_hadolint)
     report.check("Dockerfile base images pinned", lambda: check_dockerfile_images(dockerfile))
@@ -1115,6 +1202,13 @@ def main() -> int:
                      lambda d=directory: check_network_policy(rendered[d]))
         report.check(f"kubernetes authentication (--auth, service token Secret, shared token store): {directory}",
                      lambda d=directory: check_k8s_auth(rendered[d]))
+        report.check(f"kubernetes scale-out (PDBs, no secrets in ConfigMaps, runtime drain, leases, "
+                     f"advertise, affinity, Secret keys): {directory}",
+                     lambda d=directory: cluster.check_scale_out(rendered[d]))
+    report.check("store Secret template: k8s/overlays/cluster/secret-store.example.yaml",
+                 lambda: cluster.check_secret_template(
+                     load_yaml(DEPLOY / cluster.SECRET_TEMPLATE), rendered.get("k8s/overlays/cluster", []),
+                     [DEPLOY / k for k in KUSTOMIZATIONS]))
 
     base = rendered.get(KUSTOMIZATIONS[0], [])
     k8s_uids = {
@@ -1131,10 +1225,15 @@ def main() -> int:
     }
     report.check("no untagged or latest images (Dockerfile, compose, rendered Kubernetes)",
                  lambda: check_images(all_image_refs(dockerfile, composes, rendered), texts))
-    sources = {name: read_sources([s.source]) for name, s in SERVICES.items()}
+    sources = {
+        name: read_sources([s.source, *(STORE_SOURCES if name in STORE_SERVICES else ())])
+        for name, s in SERVICES.items()
+    }
     shared = read_sources(SHARED_SOURCES)
     report.check("environment variables are read by the binaries",
                  lambda: check_env_contract(composes, base, sources, shared))
+    report.check("environment variables are read by the binaries: k8s/overlays/cluster",
+                 lambda: check_env_contract({}, rendered.get("k8s/overlays/cluster", []), sources, shared))
     dashboard = json.loads((DEPLOY / "grafana" / "dashboards" / "toolplane.json").read_text(encoding="utf-8"))
     report.check("observability wiring (collector, Prometheus, Grafana)", lambda: check_observability(
         composes["compose.yaml"],
@@ -1144,8 +1243,9 @@ def main() -> int:
         load_yaml(DEPLOY / "grafana" / "provisioning" / "dashboards" / "dashboards.yaml"),
         dashboard,
     ))
+    every_k8s = [d for docs in rendered.values() for d in docs]
     report.check("docs/deploy.md documents the metrics and variables", lambda: check_docs(
-        (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8"), dashboard, composes, base))
+        (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8"), dashboard, composes, every_k8s))
 
     print(f"{report.passed} passed, {report.failed} failed")
     return 1 if report.failed else 0

@@ -84,6 +84,8 @@ codes! {
         "the proxy's storage failed or holds a record it cannot read");
     MCP_SHUTTING_DOWN = ("mcp.shutting_down", System,
         "the proxy is shutting down and accepts no new calls");
+    MCP_STALE_EPOCH = ("mcp.stale_epoch", System,
+        "an `Execute`'s `ToolContext.epoch` is older than the newest epoch the proxy has seen for the run: another runtime drives the run; the call is not sent (FAILED_PRECONDITION, with `run_id`, `epoch` and `newest_epoch` in the ErrorInfo)");
     MCP_INVALID_CONFIG = ("mcp.invalid_config", InvalidInput,
         "the proxy's configuration file cannot be read or is invalid; the proxy does not start");
     MCP_SERVE_FAILED = ("mcp.serve_failed", System,
@@ -127,6 +129,8 @@ pub const REQUEST_INVALID_PAGE_TOKEN: ProxyCode = ProxyCode {
 pub struct ProxyError {
     pub code: ProxyCode,
     pub message: String,
+    /// Extra `google.rpc.ErrorInfo` metadata of the status (beside `service`).
+    pub meta: Vec<(&'static str, String)>,
 }
 
 impl ProxyError {
@@ -134,7 +138,15 @@ impl ProxyError {
         ProxyError {
             code,
             message: message.into(),
+            meta: Vec::new(),
         }
+    }
+
+    /// The same error with one more ErrorInfo metadata entry.
+    #[must_use]
+    pub fn with_meta(mut self, key: &'static str, value: impl Into<String>) -> ProxyError {
+        self.meta.push((key, value.into()));
+        self
     }
 
     /// The gRPC status for this error when it fails an RPC (admin RPCs, or an `Execute` that cannot
@@ -146,6 +158,7 @@ impl ProxyError {
             "mcp.generation_mismatch" => Code::FailedPrecondition,
             "mcp.too_many_servers" => Code::ResourceExhausted,
             "mcp.shutting_down" => Code::Unavailable,
+            "mcp.stale_epoch" => Code::FailedPrecondition,
             "mcp.command_not_allowed" | "mcp.egress_denied" => Code::PermissionDenied,
             "mcp.store_failed" => Code::Internal,
             _ => match self.code.class {
@@ -156,6 +169,9 @@ impl ProxyError {
             },
         };
         let mut details = toolplane_proto::status::Details::new().meta("service", "mcp-proxy");
+        for (key, value) in &self.meta {
+            details = details.meta(key, value.clone());
+        }
         if self.code == MCP_SERVER_BUSY {
             details = details.retry_after(std::time::Duration::from_secs(1));
         }
@@ -218,6 +234,14 @@ mod tests {
         let s = e.to_status();
         assert_eq!(s.code(), Code::NotFound);
         assert!(s.message().starts_with("mcp.server_not_found: "));
+        let stale = ProxyError::new(MCP_STALE_EPOCH, "epoch 1 is old")
+            .with_meta("newest_epoch", "2")
+            .to_status();
+        assert_eq!(stale.code(), Code::FailedPrecondition);
+        assert_eq!(
+            toolplane_proto::status::error_code(&stale).as_deref(),
+            Some("mcp.stale_epoch")
+        );
         assert_eq!(
             ProxyError::new(MCP_INVALID_REGISTRATION, "x")
                 .to_status()

@@ -6,7 +6,8 @@
 //! the request is handed to the connection is reported as NOT_SENT; once handed over, a lost
 //! connection, a timeout or a cancellation is UNKNOWN (never retried) and the server is told with
 //! `notifications/cancelled`. A response is measured against the response cap before it is
-//! projected. This module never changes registrations.
+//! projected. The last step before sending is the run's fence (`crate::fence`): a stale epoch
+//! fails the RPC itself. This module never changes registrations.
 //!
 //! The path of a call is kept cheap because every call pays it on top of the MCP round trip: the
 //! server and tool are found by name in maps, the descriptor verdict was decided when the catalog
@@ -72,6 +73,10 @@ pub struct CallInput {
     pub tool_id: String,
     pub arguments_json: String,
     pub timeout: Option<Duration>,
+    /// The run the call is made for and its caller's lease epoch (`ToolContext.run_id`,
+    /// `ToolContext.epoch`); epoch 0 is not fenced (`crate::fence`).
+    pub run_id: String,
+    pub epoch: u64,
     /// Absolute deadline from the `ToolContext`, Unix milliseconds; 0 for none.
     pub deadline_unix_ms: i64,
     /// Record the timed steps of the call (`ExecuteRequest.trace`).
@@ -309,6 +314,13 @@ impl McpProxy {
                 Outcome::NotSent,
             ));
         }
+        // The run's fence, as late as possible: a newer epoch seen while this call waited for a
+        // connection or a slot refuses it. A refusal is a status, not a result: the caller lost
+        // the run.
+        self.inner
+            .fence
+            .admit(cell, &call.run_id, call.epoch)
+            .await?;
 
         let began = Instant::now();
         let mut params = CallToolRequestParams::new(native.to_owned()).with_arguments(arguments);

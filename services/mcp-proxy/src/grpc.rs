@@ -293,6 +293,8 @@ impl ToolExecutor for GrpcProxy {
         );
         let call = CallInput {
             cell_id: context.cell_id,
+            run_id: context.run_id,
+            epoch: context.epoch,
             call_id: invocation.call_id,
             tool_id: invocation.tool_id,
             arguments_json: invocation.arguments_json,

@@ -9,7 +9,7 @@
 //!
 //! Module map: [`registration`] (records and validation), [`catalog`] (the cached catalog and
 //! usability), [`persist`] (store layout), [`stdio`], [`children`], [`egress`] and [`connection`]
-//! (transports, process groups and allow-lists, the egress checks, sessions), [`proxy`] (state, supervisors, listings), [`execute`] (calls), [`projection`]
+//! (transports, process groups and allow-lists, the egress checks, sessions), [`proxy`] (state, supervisors, listings), [`execute`] (calls), [`fence`] (run epochs), [`projection`]
 //! (model-facing Markdown), [`convert`] and [`grpc`] (the wire), [`server`] (serving), [`config`]
 //! (the binary's settings), [`error`] (the code table).
 
@@ -24,6 +24,7 @@ pub mod convert;
 pub mod egress;
 pub mod error;
 pub mod execute;
+mod fence;
 pub mod grpc;
 pub mod http_listing;
 pub mod live;

@@ -141,6 +141,7 @@ async fn run() -> Result<(), Failure> {
     let proxy = McpProxy::open(store, config.proxy.clone())
         .await
         .map_err(|e| e.to_string())?;
+    proxy.set_shared_store(config.store_config().is_shared());
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("mcp.serve_failed: cannot bind {}: {e}", config.listen))?;

@@ -260,6 +260,8 @@ pub(crate) type Servers = HashMap<String, HashMap<String, Arc<Server>>>;
 
 pub(crate) struct Inner {
     pub(crate) persist: Persist,
+    /// The newest run epochs (`crate::fence`).
+    pub(crate) fence: crate::fence::Fence,
     pub(crate) metrics: ProxyMetrics,
     pub settings: ProxySettings,
     servers: RwLock<Servers>,
@@ -297,6 +299,7 @@ impl McpProxy {
         store: Arc<dyn Store>,
         settings: ProxySettings,
     ) -> Result<McpProxy, ProxyError> {
+        let fence = crate::fence::Fence::new(Arc::clone(&store));
         let persist = Persist::new(store);
         let seen = persist.generation().await?;
         let loaded = persist.load().await?;
@@ -305,6 +308,7 @@ impl McpProxy {
         }
         let inner = Arc::new(Inner {
             persist,
+            fence,
             metrics: ProxyMetrics::default(),
             settings,
             servers: RwLock::new(HashMap::new()),

@@ -4,7 +4,8 @@
 //! process last loaded at (one `head`). When it moved, the stored registrations and cached
 //! catalogs are re-read and applied: new servers are added with their own supervisor (and stdio
 //! child), changed ones replaced, removed ones stopped. Each replica keeps its own connections
-//! (docs/deploy.md, "Scaling out").
+//! (docs/deploy.md, "Scaling out"). Run epochs are shared through the store as well
+//! (`crate::fence`), read on every fenced call once the proxy is told its store is shared.
 
 use std::collections::HashSet;
 use std::sync::{Arc, PoisonError};
@@ -16,6 +17,13 @@ use crate::persist::StoredServer;
 use crate::proxy::{ConnStatus, McpProxy, Server};
 
 impl McpProxy {
+    /// Declares whether other processes write this proxy's store (`StoreConfig::is_shared`): then
+    /// every call carrying a run epoch reads the run's fence record instead of trusting this
+    /// process's copy (docs/mcp-proxy.md, "Fencing").
+    pub fn set_shared_store(&self, shared: bool) {
+        self.inner.fence.set_shared(shared);
+    }
+
     /// Rewrites the marker after a registration write, so other replicas reload before their
     /// next answer. This process reloads too (its seen version no longer matches), which finds
     /// nothing new to apply.

@@ -1,7 +1,8 @@
 //! Two `toolplane-mcp-proxy` processes over one PostgreSQL store are replicas: a server registered
 //! through one is listed by the other on its very next request and executed there through that
 //! replica's own stdio child; a server deregistered through one stops being served by the other
-//! (docs/deploy.md, "Scaling out"). The PostgreSQL server is the store tests' own harness
+//! (docs/deploy.md, "Scaling out"). Run epochs are shared too: an epoch one replica saw fences the
+//! run's older epochs on the other (docs/mcp-proxy.md, "Fencing"). The PostgreSQL server is the store tests' own harness
 //! (`pg_server`), started by this test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -72,7 +73,17 @@ async fn listed(admin: &mut McpProxyServiceClient<Channel>) -> Vec<String> {
 }
 
 fn echo(server: &pb::McpServer, text: &str) -> pb::ExecuteRequest {
+    echo_at(server, 0, text)
+}
+
+/// An `echo` call of run `r1` at `epoch`.
+fn echo_at(server: &pb::McpServer, epoch: u64, text: &str) -> pb::ExecuteRequest {
     pb::ExecuteRequest {
+        context: Some(pb::ToolContext {
+            run_id: "r1".into(),
+            epoch,
+            ..Default::default()
+        }),
         invocation: Some(pb::ToolInvocation {
             call_id: "call_1".into(),
             tool_id: tool_id(server, "echo"),
@@ -143,4 +154,68 @@ async fn a_server_registered_through_one_replica_is_served_by_the_other() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_epoch_seen_by_one_replica_fences_older_ones_on_the_other() {
+    let pg = pg_server::server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (a, channel_a) = replica(dir.path(), "a", &pg.dir, "mcp_proxy_fencing").await;
+    let (b, channel_b) = replica(dir.path(), "b", &pg.dir, "mcp_proxy_fencing").await;
+    let server = McpProxyServiceClient::new(channel_a.clone())
+        .upsert_server(fixture("fx", &[]))
+        .await
+        .unwrap()
+        .into_inner()
+        .server
+        .unwrap();
+    let mut exec_a = ToolExecutorClient::new(channel_a);
+    let mut exec_b = ToolExecutorClient::new(channel_b);
+    // B sees epoch 2 first, so its own memory holds an epoch that A's raise then outdates.
+    let answer = exec_b.execute(echo_at(&server, 2, "b at 2")).await.unwrap();
+    assert_eq!(
+        result(answer.get_ref()).content,
+        "b at 2",
+        "B's stderr:\n{}",
+        b.stderr()
+    );
+    let answer = exec_a.execute(echo_at(&server, 3, "a at 3")).await.unwrap();
+    assert_eq!(
+        result(answer.get_ref()).content,
+        "a at 3",
+        "A's stderr:\n{}",
+        a.stderr()
+    );
+
+    for epoch in [2, 1] {
+        let refused = exec_b
+            .execute(echo_at(&server, epoch, "stale through b"))
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+        assert_eq!(
+            toolplane_proto::status::error_code(&refused).as_deref(),
+            Some("mcp.stale_epoch"),
+            "{}",
+            refused.message()
+        );
+        assert!(
+            refused.message().contains("newest epoch 3"),
+            "{}",
+            refused.message()
+        );
+    }
+    let answer = exec_b.execute(echo_at(&server, 4, "b at 4")).await.unwrap();
+    assert_eq!(result(answer.get_ref()).content, "b at 4");
+    assert_eq!(
+        toolplane_proto::status::error_code(
+            &exec_a
+                .execute(echo_at(&server, 3, "a at 3 again"))
+                .await
+                .unwrap_err()
+        )
+        .as_deref(),
+        Some("mcp.stale_epoch"),
+        "A read B's raise"
+    );
 }

@@ -6,7 +6,12 @@
 //! Each runtime lives in-process on its own current-thread executor, which runs only while the
 //! test drives it: between two drives the runtime is paused like a stopped process (its renewal
 //! task does not run), everything it sends goes over the workspace's real loopback socket.
+//!
+//! The mcp-proxy fences MCP calls by the same epoch: a runtime whose MCP call it refuses as stale
+//! (`mcp.stale_epoch`) loses the run just the same (the runtime over in-memory peers, `support`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -242,4 +247,56 @@ async fn read_journal(
         .iter()
         .map(|r| (r.seq, r.epoch))
         .collect()
+}
+
+#[tokio::test]
+async fn an_mcp_call_refused_as_stale_loses_the_run() {
+    let a = support::alone_with(|c| c.cluster.leases = true).await;
+    let reg = "0b6f3a52-6c1e-4f7a-9a7e-2f1d8c4b5e60";
+    a.mem.add_tool(
+        toolplane_core::ToolOrigin::Mcp {
+            registration_id: reg.into(),
+            server_name: "clock".into(),
+            permission: toolplane_core::catalog::McpPermission::Allow,
+        },
+        toolplane_core::descriptor::ToolDescriptor::new(
+            ToolId::parse(&format!("mcp/{reg}:now")).unwrap(),
+            "The time.",
+            json!({"type": "object"}),
+        )
+        .unwrap(),
+        None,
+    );
+    a.mem.put_profile(support::agent(
+        "timekeeper",
+        json!({"tools": {"allow": ["mcp:clock/*"]}}),
+    ));
+    let opened = a.host_run("f1", "timekeeper").await;
+    let call = support::calls(&[("c1", "mcp__clock__now", json!({}))]);
+    let turn = a.first_turn(&opened, &call).await.unwrap();
+    assert!(!turn.outcome.results[0].is_error, "the call went through");
+
+    a.mem.refuse_mcp_calls_as_stale();
+    let journalled = a.mem.kinds("f1");
+    let next = turn.next_turn_id.clone().unwrap();
+    let refused = support::host_turn(
+        &a.rt,
+        &opened.invocation,
+        &next,
+        &support::calls(&[("c2", "mcp__clock__now", json!({}))]),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refused.code(), codes::RUNTIME_LEASE_LOST, "{refused}");
+    let record = opened.invocation.run.snapshot();
+    assert_eq!(record.status, RunStatus::Failed);
+    assert_eq!(
+        record.failure.map(|f| f.code),
+        Some(codes::RUNTIME_LEASE_LOST.as_str().to_owned())
+    );
+    assert_eq!(
+        a.mem.kinds("f1"),
+        journalled,
+        "nothing journalled after the refusal"
+    );
 }

@@ -2,9 +2,10 @@
 //! (docs/runtime.md "Run ownership"). The lease is taken before the run's workspace exists, its
 //! epoch rides on every journal append and workspace tool call, and a background task renews it
 //! every third of its TTL until the run ends (then gives it up). When the workspace says another
-//! holder has the run (a renewal or an append refused as stale), the run stops here: its in-flight
-//! work fails with `runtime.lease_lost` and this runtime never writes for it again, not even its
-//! end. Must never retry a write as the old owner.
+//! holder has the run (a renewal or an append refused as stale), or the mcp-proxy refuses a tool
+//! call's epoch as stale, the run stops here: its in-flight work fails with `runtime.lease_lost`
+//! and this runtime never writes for it again, not even its end. Must never retry a write as the
+//! old owner.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +26,13 @@ fn lost(e: &PortError) -> bool {
         e.code(),
         Some("workspace.stale_epoch" | "workspace.lease_held" | "workspace.lease_not_found")
     )
+}
+
+/// Whether a fenced call was refused because a newer epoch of the run was seen: by the workspace
+/// (`workspace.stale_epoch`) or, for an MCP tool call, by the mcp-proxy (`mcp.stale_epoch`).
+/// Either way another runtime drives the run.
+pub fn refused_as_stale(e: &PortError) -> bool {
+    matches!(e.code(), Some("workspace.stale_epoch" | "mcp.stale_epoch"))
 }
 
 impl Runtime {

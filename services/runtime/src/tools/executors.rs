@@ -15,8 +15,10 @@ use toolplane_core::snapshot::{Executor, ToolBinding};
 
 use super::{Dispatched, Effect, call_cancel};
 use crate::context::Runtime;
+use crate::context::journal::lease_lost;
 use crate::context::ports::{ExecuteCall, Executed, Outcome, PortErrorKind, ToolContext, ToolHost};
 use crate::error::RuntimeError;
+use crate::lifecycle::lease::refused_as_stale;
 use crate::state::{Invocation, InvocationInner, now_ms};
 
 /// The margin a request gets on the wire beyond the tool's own limit.
@@ -133,6 +135,12 @@ pub async fn on_host(
     };
     match answered? {
         Ok(executed) => from_executed(call, executed),
+        // The mcp-proxy saw a newer epoch of the run: another runtime drives it now, and this one
+        // stops (docs/runtime.md, "Run ownership"); nothing was sent.
+        Err(e) if rt.cfg.cluster.leases && refused_as_stale(&e) => {
+            rt.lose_run(&inv.run, &e.message);
+            Err(lease_lost(&inv.run))
+        }
         Err(e) => {
             let not_sent = e.kind == PortErrorKind::Unavailable;
             let (outcome, what) = if not_sent {

@@ -64,6 +64,9 @@ pub struct Memory {
     leases: Mutex<HashMap<String, (String, u64, bool)>>,
     /// The epoch of the append that stored each journal record, by run.
     epochs: Mutex<HashMap<String, Vec<u64>>>,
+    /// Whether the mcp-proxy refuses every MCP call as stale (`mcp.stale_epoch`): another
+    /// runtime's epoch of the run was seen.
+    mcp_stale: Mutex<bool>,
 }
 
 impl Memory {
@@ -76,6 +79,11 @@ impl Memory {
         structured: Option<Value>,
     ) {
         lock(&self.others).push((origin, descriptor, structured));
+    }
+
+    /// Makes the mcp-proxy refuse every MCP call from now on as `mcp.stale_epoch`.
+    pub fn refuse_mcp_calls_as_stale(&self) {
+        *lock(&self.mcp_stale) = true;
     }
 
     /// Sets the cell's platform policy (JSON).
@@ -474,6 +482,17 @@ impl ToolHosts for Memory {
             return Ok(Err(e));
         }
         lock(&self.executed).push(c.tool_id.to_string());
+        if host == ToolHost::McpProxy && *lock(&self.mcp_stale) {
+            return Ok(Err(PortError::new(
+                PortErrorKind::FailedPrecondition,
+                format!(
+                    "mcp.stale_epoch: epoch {} of run {} is older than the newest epoch {}",
+                    call.context.epoch,
+                    call.context.run_id,
+                    call.context.epoch + 1
+                ),
+            )));
+        }
         if host != ToolHost::Workspace {
             let Some(structured) = lock(&self.others)
                 .iter()
