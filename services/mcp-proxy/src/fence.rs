@@ -195,6 +195,12 @@ impl Fence {
                     Ok(())
                 };
             }
+            // Every run starts at epoch 1, and nothing below it is fenced: a first epoch raises
+            // nothing worth a write (a runtime without leases sends only epoch 1).
+            if epoch == 1 {
+                self.remember(cell, run, 1);
+                return Ok(());
+            }
             let bytes = serde_json::to_vec(&FenceRecord {
                 format: FENCE_FORMAT,
                 epoch,
