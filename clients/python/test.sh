@@ -53,22 +53,49 @@ if [ -z "${TOOLPLANE_BIN:-}" ]; then
   export TOOLPLANE_BIN="$target/debug/toolplane"
 fi
 
+# Each interpreter gets its own copy of the checkout's clients/python with proto/ beside it (a
+# symlink), the layout setup.py reads: pip builds a local directory in place (build/, egg-info) and
+# the editable-install test writes stubs into the source, so two interpreters sharing one source
+# tree would race. With that, the interpreters run at once — each pytest session starts its own
+# `toolplane up` on ports the system picks — and their output is printed in order once both ended.
 last=${pythons[${#pythons[@]}-1]}
-for python in "${pythons[@]}"; do
-  version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-  venv="$target/python-client-venv-$version"
+run_one() {
+  local python=$1 version=$2 venv=$3 checkout=$4
   echo "== Python $version ($python): clean venv $venv, pip install ./clients/python[test]"
-  rm -rf "$venv" clients/python/{build,toolplane,toolplane_client.egg-info}
+  rm -rf "$venv" "$checkout"
+  mkdir -p "$checkout/clients"
+  cp -R "$root/clients/python" "$checkout/clients/python"
+  rm -rf "$checkout"/clients/python/{build,toolplane,toolplane_client.egg-info}
+  ln -s "$root/proto" "$checkout/proto"
   "$python" -m venv "$venv"
   # No byte-compiling of every installed module (the OpenAI SDK has thousands): only what runs.
-  "$venv/bin/python" -m pip install --quiet --no-compile "./clients/python[test]"
+  "$venv/bin/python" -m pip install --quiet --no-compile "$checkout/clients/python[test]"
   # The tests that build the package itself (`packaging`: sdist, wheel from it, editable install)
   # run once, on the last interpreter; the install above has built it with each interpreter.
-  selection=()
+  local selection=()
   if [ "$python" != "$last" ]; then
     selection=(-m "not packaging")
   fi
   # From inside the venv, so nothing imports the source tree instead of the installed package.
   (cd "$venv" && "$venv/bin/python" -m pytest -q -p no:cacheprovider "${selection[@]}" \
-    --rootdir "$root/clients/python" "$root/clients/python/tests")
+    --rootdir "$checkout/clients/python" "$checkout/clients/python/tests")
+}
+
+pids=() logs=()
+for python in "${pythons[@]}"; do
+  version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  log="$target/python-client-$version.log"
+  run_one "$python" "$version" "$target/python-client-venv-$version" "$target/python-client-checkout-$version" >"$log" 2>&1 &
+  pids+=("$!") logs+=("$log")
 done
+status=0
+for i in "${!pids[@]}"; do
+  failed=0
+  wait "${pids[$i]}" || failed=1
+  cat "${logs[$i]}"
+  if [ "$failed" = 1 ]; then
+    echo "clients/python/test.sh: ${pythons[$i]} failed (log above, kept in ${logs[$i]})" >&2
+    status=1
+  fi
+done
+exit "$status"

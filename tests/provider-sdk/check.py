@@ -2,7 +2,7 @@
 """Checks toolplane's provider wire fixtures against the providers' own SDK types.
 
 The fixtures in ./fixtures/<format>/<kind>__<case>.json are written by the Rust test
-`libs/toolplane-model/tests/sdk_fixtures.rs`: the tools, tool choices, tool-result messages,
+`libs/toolplane-model/tests/integration/sdk_fixtures.rs`: the tools, tool choices, tool-result messages,
 assistant histories and histories trimmed to a context budget toolplane emits, and the sample
 responses its decoder is tested on. Each file is
 validated with pydantic against the SDK type the provider's own client would send or receive

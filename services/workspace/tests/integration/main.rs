@@ -1,0 +1,18 @@
+//! The workspace service over real sockets and as a spawned binary.
+//! One test binary, one module per area: each former `tests/<area>.rs` binary linked the crate and
+//! its dependencies once more; one binary links them once (README.md, "CI time").
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+mod admin_audit;
+mod cells;
+mod durability;
+mod exposure;
+mod kill;
+mod leases;
+mod search;
+mod storage;
+mod tls_flags;
+mod tools;
+mod write_limits;
