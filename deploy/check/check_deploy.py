@@ -96,10 +96,7 @@ STORE_SERVICES = ("catalog", "runtime", "mcp-proxy")
 
 # Variables the deploy sets that a binary on this branch does not read yet, with the work that
 # makes it read them. The check fails once the binary reads one, so the entry is removed then.
-NOT_YET_READ = {
-    # [cluster] advertise, from the runtime's run takeover (docs/runtime.md, "Taking a run over").
-    "TOOLPLANE_RUNTIME_ADVERTISE": "runtime",
-}
+NOT_YET_READ: dict[str, str] = {}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -185,10 +185,10 @@ class ClusterOverlay(unittest.TestCase):
         problems, _ = cd.check_env_contract({}, self.docs, sources, "")
         self.assertFalse(any("POD_IP" in p for p in problems), problems)
         self.assertFlags(problems, "toolplane-runtime does not read")
-        self.assertFalse(any("TOOLPLANE_RUNTIME_ADVERTISE" in p for p in problems), problems)
+        self.assertTrue(any("TOOLPLANE_RUNTIME_ADVERTISE" in p for p in problems), problems)
         sources["runtime"] = '"TOOLPLANE_RUNTIME_ADVERTISE"'
         problems, _ = cd.check_env_contract({}, self.docs, sources, "")
-        self.assertFlags(problems, "reads TOOLPLANE_RUNTIME_ADVERTISE now: remove it from NOT_YET_READ")
+        self.assertFalse(any("TOOLPLANE_RUNTIME_ADVERTISE" in p for p in problems), problems)
 
 
 if __name__ == "__main__":
