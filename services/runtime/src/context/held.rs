@@ -5,7 +5,7 @@
 //! (docs/approvals.md, "Restarts").
 
 use toolplane_core::error as codes;
-use toolplane_store::{Key, Precondition};
+use toolplane_store::{Key, Precondition, Version};
 
 use super::{Runtime, key};
 use crate::error::RuntimeError;
@@ -16,33 +16,54 @@ fn record_key(cell: &str, run: &str, invocation: &str) -> Result<Key, RuntimeErr
 }
 
 impl Runtime {
-    /// Writes the held turn's record (overwriting the one stored); durable when this returns.
-    pub async fn persist_held(&self, r: &HeldRecord) -> Result<(), RuntimeError> {
+    /// Writes an invocation's record (a held turn, or a checkpoint): one compare-and-swap against
+    /// `known` (the version this runtime last wrote), else against the version stored, read again
+    /// when another write moved it. Durable when this returns; the version written. A stored
+    /// record of a newer epoch (another runtime took the run over) is never overwritten: the write
+    /// fails with `runtime.lease_lost`.
+    pub async fn persist_held(
+        &self,
+        r: &HeldRecord,
+        known: Option<Version>,
+    ) -> Result<Version, RuntimeError> {
         let k = record_key(&r.cell_id, &r.run_id, &r.invocation_id)?;
         let bytes = serde_json::to_vec(r).map_err(|e| RuntimeError::invalid(e.to_string()))?;
+        let dep = |e: toolplane_store::StoreError| {
+            RuntimeError::dependency(format!(
+                "saving the record of invocation {}: {e}",
+                r.invocation_id
+            ))
+        };
+        let mut expected = known.map(Precondition::Version);
         for _ in 0..3 {
-            let expected = match self
-                .store()
-                .head(&k)
-                .await
-                .map_err(|e| RuntimeError::dependency(e.to_string()))?
-            {
-                Some(v) => Precondition::Version(v),
-                None => Precondition::Absent,
+            let pre = match expected.take() {
+                Some(p) => p,
+                None => match self.store().get(&k).await.map_err(dep)? {
+                    Some(obj) => {
+                        let stored =
+                            serde_json::from_slice::<HeldRecord>(&obj.bytes).map_or(0, |s| s.epoch);
+                        if stored > r.epoch {
+                            return Err(RuntimeError::new(
+                                codes::RUNTIME_LEASE_LOST,
+                                format!(
+                                    "the record of invocation {} is of epoch {stored}, newer than this runtime's {}",
+                                    r.invocation_id, r.epoch
+                                ),
+                            ));
+                        }
+                        Precondition::Version(obj.version)
+                    }
+                    None => Precondition::Absent,
+                },
             };
-            match self.store().put_cas(&k, bytes.clone(), expected).await {
-                Ok(_) => return Ok(()),
+            match self.store().put_cas(&k, bytes.clone(), pre).await {
+                Ok(v) => return Ok(v),
                 Err(e) if e.code() == "store.conflict" => continue,
-                Err(e) => {
-                    return Err(RuntimeError::dependency(format!(
-                        "saving the held turn of invocation {}: {e}",
-                        r.invocation_id
-                    )));
-                }
+                Err(e) => return Err(dep(e)),
             }
         }
         Err(RuntimeError::dependency(format!(
-            "saving the held turn of invocation {}: too many concurrent updates",
+            "saving the record of invocation {}: too many concurrent updates",
             r.invocation_id
         )))
     }
@@ -72,8 +93,9 @@ impl Runtime {
             return;
         }
         let record = HeldRecord::at(inv, inner, turn, stage);
-        match self.write_checkpoint(&record, inner).await {
-            Ok(()) => {}
+        let known = inner.checkpoint_version.take();
+        match self.persist_held(&record, known).await {
+            Ok(v) => inner.checkpoint_version = Some(v),
             Err(e) if e.code() == codes::RUNTIME_LEASE_LOST => {
                 self.lose_run(&inv.run, &e.0.message);
             }
@@ -81,54 +103,6 @@ impl Runtime {
                 tracing::warn!(invocation = %inv.id, error = %e, "the invocation's checkpoint was not saved; a takeover starts from the one before");
             }
         }
-    }
-
-    async fn write_checkpoint(
-        &self,
-        r: &HeldRecord,
-        inner: &mut InvocationInner,
-    ) -> Result<(), RuntimeError> {
-        let k = record_key(&r.cell_id, &r.run_id, &r.invocation_id)?;
-        let bytes = serde_json::to_vec(r).map_err(|e| RuntimeError::invalid(e.to_string()))?;
-        let mut expected = inner.checkpoint_version.clone().map(Precondition::Version);
-        for _ in 0..3 {
-            let pre = match expected.take() {
-                Some(p) => p,
-                None => match self
-                    .store()
-                    .get(&k)
-                    .await
-                    .map_err(|e| RuntimeError::dependency(e.to_string()))?
-                {
-                    Some(obj) => {
-                        let stored =
-                            serde_json::from_slice::<HeldRecord>(&obj.bytes).map_or(0, |s| s.epoch);
-                        if stored > r.epoch {
-                            return Err(RuntimeError::new(
-                                codes::RUNTIME_LEASE_LOST,
-                                format!(
-                                    "the invocation's checkpoint is of epoch {stored}, newer than this runtime's {}",
-                                    r.epoch
-                                ),
-                            ));
-                        }
-                        Precondition::Version(obj.version)
-                    }
-                    None => Precondition::Absent,
-                },
-            };
-            match self.store().put_cas(&k, bytes.clone(), pre).await {
-                Ok(v) => {
-                    inner.checkpoint_version = Some(v);
-                    return Ok(());
-                }
-                Err(e) if e.code() == "store.conflict" => continue,
-                Err(e) => return Err(RuntimeError::dependency(e.to_string())),
-            }
-        }
-        Err(RuntimeError::dependency(
-            "too many concurrent updates".to_owned(),
-        ))
     }
 
     /// Removes an invocation's held turn record, if there is one.

@@ -96,7 +96,11 @@ impl Runtime {
         held: &HeldTurn,
     ) {
         let record = HeldRecord::of(inv, inner, held);
-        if let Err(e) = self.persist_held(&record).await {
+        if let Err(e) = self.persist_held(&record, None).await {
+            if e.code() == toolplane_core::error::RUNTIME_LEASE_LOST {
+                self.lose_run(&inv.run, &e.0.message);
+                return;
+            }
             tracing::warn!(invocation = %inv.id, error = %e, "the held turn was not saved; it will not survive a restart");
         }
     }
