@@ -21,9 +21,11 @@ use toolplane_model::ProviderFormat;
 use toolplane_proto::v1 as pb;
 use toolplane_proto::v1::runtime_service_server::RuntimeService;
 use toolplane_runtime::Runtime;
+use toolplane_runtime::context::held::LoopStart;
+use toolplane_runtime::lifecycle::NewRun;
 use toolplane_runtime::runloop;
 use toolplane_runtime::service::RuntimeGrpc;
-use toolplane_runtime::state::{HeldTurn, RunStatus, TurnStage};
+use toolplane_runtime::state::{Driver, HeldTurn, RunStatus, TurnStage};
 
 /// A runtime with run leases on (long enough not to end by themselves), and a second one over
 /// the same store and peers started before any run exists, as a second replica is.
@@ -289,6 +291,69 @@ async fn a_runtime_driven_run_whose_driver_died_mid_turn_is_finished_by_the_othe
     let epochs = a.mem.epochs("to-3");
     assert!(epochs.windows(2).all(|w| w[0] <= w[1]), "{epochs:?}");
     assert_eq!(*epochs.last().unwrap(), 2);
+}
+
+#[tokio::test]
+async fn a_runtime_driven_run_whose_driver_died_before_its_first_round_is_started_again() {
+    let (a, b) = replicas().await;
+    // A creates the run and dies before its loop writes a checkpoint (as a process killed right
+    // after `StartRun` answered): only the run's record and its start are stored.
+    let script = json!([
+        turn(&[(
+            "workspace_write_file",
+            json!({"path": "output/main.md", "content": "42"})
+        )]),
+        turn(&[("workspace_commit", json!({}))]),
+        turn(&[("workspace_finish", json!({"summary": "done"}))]),
+    ]);
+    let run = a
+        .rt
+        .create_run(NewRun {
+            driver: Some(Driver::Runtime),
+            loop_start: Some(LoopStart {
+                endpoint: Some(runloop::stored_endpoint(&scripted(script))),
+                max_rounds: 0,
+            }),
+            ..writer_run("to-6")
+        })
+        .await
+        .unwrap();
+    a.rt.lose_run(&run, "the process died");
+    a.mem.expire_lease("to-6");
+
+    // The sweep finds it (nothing but its start is under `held/`) and B starts its loop.
+    runloop::take_over_orphans(&b).await;
+    assert!(b.has_run("to-6"));
+    assert!(
+        eventually(|| a.mem.sealed("to-6") == Some(RunStatus::Completed)).await,
+        "{:?}",
+        a.mem.kinds("to-6")
+    );
+    assert_eq!(a.mem.file("output/main.md").as_deref(), Some("42"));
+    let kinds = a.mem.kinds("to-6");
+    assert_eq!(kinds.iter().filter(|k| *k == "run_taken_over").count(), 1);
+    assert_eq!(kinds.iter().filter(|k| *k == "run_completed").count(), 1);
+    // Started once, by B: each model round asked once, and the start removed with the run.
+    let rounds: Vec<Value> = a
+        .mem
+        .payloads("to-6", "model_request_created")
+        .iter()
+        .map(|r| r["round"].clone())
+        .collect();
+    assert_eq!(rounds, vec![json!(1), json!(2), json!(3)]);
+    assert!(b.loop_start("default", "to-6").await.is_none());
+
+    // A start whose run was never recorded (its creator died in between) is removed once its
+    // lease is free.
+    let orphan = LoopStart {
+        endpoint: Some(json!({})),
+        max_rounds: 0,
+    };
+    b.save_loop_start("default", "unborn", &orphan).await.unwrap();
+    assert!(b.loop_start("default", "unborn").await.is_some());
+    runloop::take_over_orphans(&b).await;
+    assert!(b.loop_start("default", "unborn").await.is_none());
+    assert!(!b.has_run("unborn"));
 }
 
 #[tokio::test]

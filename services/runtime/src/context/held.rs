@@ -2,17 +2,37 @@
 //! approval is written under `held/<cell>/<run>/<invocation>.json` when it is held, rewritten as
 //! each held call is answered, and removed when the turn is collected or the invocation or run
 //! ends — so a restarted runtime can rebuild the invocation with its turn still held
-//! (docs/approvals.md, "Restarts").
+//! (docs/approvals.md, "Restarts"). In cluster mode the same record is the active invocation's
+//! checkpoint, and a runtime-driven run also keeps `held/<cell>/<run>/start`: how its loop
+//! starts, until its first checkpoint (docs/runtime.md, "Taking a run over").
 
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use toolplane_core::error as codes;
 use toolplane_store::{Key, Precondition, Version};
 
 use super::{Runtime, key};
 use crate::error::RuntimeError;
-use crate::state::{HeldRecord, HeldTurn, Invocation, InvocationInner, TurnStage};
+use crate::state::{Driver, HeldRecord, HeldTurn, Invocation, InvocationInner, TurnStage};
 
 fn record_key(cell: &str, run: &str, invocation: &str) -> Result<Key, RuntimeError> {
     key(&format!("held/{cell}/{run}/{invocation}.json"))
+}
+
+fn start_key(cell: &str, run: &str) -> Result<Key, RuntimeError> {
+    key(&format!("held/{cell}/{run}/start"))
+}
+
+/// How a runtime-driven run's loop starts (cluster mode), kept from the run's creation to its
+/// end. Until the loop's first checkpoint it names the model endpoint (without its key) and the
+/// spec's round limit, so that a runtime taking the run over before then starts the loop again
+/// from the first message; after it, it only marks the run as open, so that the takeover sweep
+/// finds it whatever else is stored.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoopStart {
+    pub endpoint: Option<Value>,
+    pub max_rounds: u32,
 }
 
 impl Runtime {
@@ -94,8 +114,15 @@ impl Runtime {
         }
         let record = HeldRecord::at(inv, inner, turn, stage);
         let known = inner.checkpoint_version.take();
+        let first = known.is_none();
         match self.persist_held(&record, known).await {
-            Ok(v) => inner.checkpoint_version = Some(v),
+            Ok(v) => {
+                inner.checkpoint_version = Some(v);
+                // From its first checkpoint on, a loop goes on from its checkpoints.
+                if first && inv.driver == Driver::Runtime {
+                    self.mark_loop_started(&inv.run.cell, &inv.run.id).await;
+                }
+            }
             Err(e) if e.code() == codes::RUNTIME_LEASE_LOST => {
                 self.lose_run(&inv.run, &e.0.message);
             }
@@ -115,10 +142,68 @@ impl Runtime {
         }
     }
 
-    /// Every held turn record of a run (unreadable ones are skipped with a warning).
+    /// Saves how a new runtime-driven run's loop starts (cluster mode; nothing otherwise).
+    pub async fn save_loop_start(
+        &self,
+        cell: &str,
+        run: &str,
+        start: &LoopStart,
+    ) -> Result<(), RuntimeError> {
+        if !self.checkpoints_on() {
+            return Ok(());
+        }
+        let bytes = serde_json::to_vec(start).map_err(|e| RuntimeError::invalid(e.to_string()))?;
+        self.store()
+            .put_create(&start_key(cell, run)?, bytes)
+            .await
+            .map_err(|e| RuntimeError::dependency(format!("saving how run {run} starts: {e}")))?;
+        Ok(())
+    }
+
+    /// How run `run`'s loop starts, when it is stored and the loop has not checkpointed yet.
+    pub async fn loop_start(&self, cell: &str, run: &str) -> Option<LoopStart> {
+        let obj = self.store().get(&start_key(cell, run).ok()?).await.ok()??;
+        serde_json::from_slice::<LoopStart>(&obj.bytes)
+            .ok()
+            .filter(|s| s.endpoint.is_some())
+    }
+
+    /// Keeps the run's start record without its endpoint: its loop has a checkpoint to go on
+    /// from. A failed write is logged (a takeover before the next checkpoint could start the
+    /// loop again).
+    async fn mark_loop_started(&self, cell: &str, run: &str) {
+        let Ok(k) = start_key(cell, run) else {
+            return;
+        };
+        let started = LoopStart {
+            endpoint: None,
+            max_rounds: 0,
+        };
+        let Ok(bytes) = serde_json::to_vec(&started) else {
+            return;
+        };
+        let written = match self.store().head(&k).await {
+            Ok(Some(v)) => self
+                .store()
+                .put_cas(&k, bytes, Precondition::Version(v))
+                .await
+                .map(|_| ()),
+            Ok(None) => return,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = written {
+            tracing::warn!(run, error = %e, "marking the run's loop as started failed");
+        }
+    }
+
+    /// Every held turn record of a run (unreadable ones are skipped with a warning; the start
+    /// record is not one).
     pub async fn held_of_run(&self, cell: &str, run: &str) -> Vec<HeldRecord> {
         let mut out = Vec::new();
         for k in self.held_keys(cell, run).await {
+            if !k.as_str().ends_with(".json") {
+                continue;
+            }
             match self.store().get(&k).await {
                 Ok(Some(obj)) => match serde_json::from_slice::<HeldRecord>(&obj.bytes) {
                     Ok(r) => out.push(r),

@@ -63,6 +63,7 @@ pub fn new_run_from_create(r: pb::CreateRunRequest) -> Result<NewRun, RuntimeErr
         initial_user_message: String::new(),
         driver: Some(Driver::Host),
         run_budget: run_budget(r.run_budget),
+        loop_start: None,
     })
 }
 
@@ -107,6 +108,8 @@ pub fn run_start(spec: pb::RunSpec, cfg: &RuntimeConfig) -> Result<RunStart, Run
             initial_user_message: spec.initial_user_message,
             driver: Some(Driver::Runtime),
             run_budget: run_budget(spec.run_budget),
+            // Set when the run starts (with the endpoint resolved).
+            loop_start: None,
         },
         endpoint,
         max_rounds: spec.max_rounds,

@@ -11,6 +11,7 @@ use toolplane_core::run_budget::RunBudgetLimits;
 use toolplane_store::Key;
 
 use crate::context::Runtime;
+use crate::context::held::LoopStart;
 use crate::context::key;
 use crate::context::ports::{CreatedWorkspace, NewRunWorkspace, RunScope};
 use crate::error::RuntimeError;
@@ -49,6 +50,9 @@ pub struct NewRun {
     pub driver: Option<Driver>,
     /// The run's own budget; the root profile's `runBudget` narrows it when the root opens.
     pub run_budget: RunBudgetLimits,
+    /// A runtime-driven run's loop start, kept in cluster mode until the loop's first
+    /// checkpoint.
+    pub loop_start: Option<LoopStart>,
 }
 
 fn valid_id(what: &str, id: &str) -> Result<(), RuntimeError> {
@@ -82,6 +86,9 @@ impl Runtime {
         let c = self.check_new_run(&p)?;
         // With leases on, the run is this runtime's from before its workspace exists.
         let epoch = self.take_run_lease(&c.cell_id, &c.run_id).await?;
+        if let Some(start) = &p.loop_start {
+            self.save_loop_start(&c.cell_id, &c.run_id, start).await?;
+        }
         let created = self
             .ports
             .workspace

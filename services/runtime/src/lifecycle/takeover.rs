@@ -140,13 +140,14 @@ impl Runtime {
         .warn();
         self.append(&run, epoch, Vec::new(), vec![ev]).await?;
         // A host-driven run whose active invocation left no checkpoint had it closed: the host
-        // opens the next. A runtime-driven loop cannot go on without one.
-        let (active, driver) = run.with(|r| (r.active_invocation_id.clone(), r.driver));
+        // opens the next. A runtime-driven loop cannot go on without one, unless it never wrote
+        // one: then it starts again from the first message.
+        let driver = run.with(|r| r.driver);
         // The held turn's approvals, so they are listed and decided here.
         self.load_run_approvals(&run.cell, &run.id).await;
-        if !active.is_empty()
-            && !self.resume_held(&run).await
+        if !self.resume_held(&run).await
             && driver == crate::state::Driver::Runtime
+            && self.loop_start(&run.cell, &run.id).await.is_none()
         {
             let failure = Failure {
                 code: codes::RUNTIME_INTERRUPTED.as_str().into(),
@@ -157,6 +158,31 @@ impl Runtime {
         }
         tracing::info!(run = %run.id, epoch, "took the run over");
         Ok(run)
+    }
+
+    /// Removes what a runtime that stopped while creating run `run_id` left under `held/` (the
+    /// run has no record): once its lease is free, the run can no longer be created by it.
+    pub async fn drop_unborn(&self, cell: &str, run_id: &str) {
+        let scope = RunScope {
+            run_id: run_id.to_owned(),
+            cell_id: cell.to_owned(),
+            epoch: 0,
+        };
+        let Ok(epoch) = self
+            .ports
+            .workspace
+            .acquire_run_lease(&scope, &self.lease_holder, self.cfg.cluster.lease_ttl_ms)
+            .await
+        else {
+            return;
+        };
+        self.forget_held_of_run(cell, run_id).await;
+        let scope = RunScope { epoch, ..scope };
+        let _ = self
+            .ports
+            .workspace
+            .release_run_lease(&scope, &self.lease_holder)
+            .await;
     }
 
     /// Hands every run this runtime drives over to the others (cluster mode): waits up to

@@ -19,6 +19,7 @@ use toolplane_core::turn::ToolChoice;
 use toolplane_core::{Profile, builtin};
 
 use crate::context::Runtime;
+use crate::context::held::LoopStart;
 use crate::context::ports::ModelCall;
 use crate::error::RuntimeError;
 use crate::lifecycle::NewRun;
@@ -27,7 +28,7 @@ use crate::model::provider::{Endpoint, user_message};
 use crate::pipeline::HandedOff;
 use crate::state::{Driver, Failure, Invocation, Run, Stop};
 pub use invocation::drive_invocation;
-pub use resume::{locate, resume, take_over_orphans};
+pub use resume::{locate, resume, stored_endpoint, take_over_orphans};
 
 /// A runtime-driven run to start: the run, the model endpoint its spec names (if any) and the
 /// spec's round limit (0: the snapshot's).
@@ -70,6 +71,12 @@ pub async fn start(rt: Arc<Runtime>, spec: RunStart) -> Result<Arc<Run>, Runtime
         None => profile_endpoint(&rt, &profile)?,
     };
     new_run.driver = Some(Driver::Runtime);
+    if rt.checkpoints_on() {
+        new_run.loop_start = Some(LoopStart {
+            endpoint: Some(resume::stored_endpoint(&endpoint)),
+            max_rounds,
+        });
+    }
     let run = rt.create_run(new_run).await?;
     let driven = run.clone();
     tokio::spawn(async move {

@@ -11,10 +11,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use toolplane_core::error as codes;
 use toolplane_core::profile::ModelKind;
 use toolplane_model::ProviderFormat;
 
-use super::{drive_owner, record_failure};
+use super::{drive, drive_owner, record_failure};
 use crate::context::Runtime;
 use crate::error::RuntimeError;
 use crate::lifecycle::RunDriver;
@@ -133,6 +134,8 @@ pub async fn take_over_orphans(rt: &Arc<Runtime>) {
             // Left behind by a driver that ended the run but could not remove it.
             Ok(RunDriver::Ended) => rt.forget_held_of_run(&cell, &run_id).await,
             Ok(_) => {}
+            // A run whose creator stopped before saving its record.
+            Err(e) if e.code() == codes::RUNTIME_NOT_FOUND => rt.drop_unborn(&cell, &run_id).await,
             Err(e) => tracing::warn!(run = %run_id, error = %e, "taking an open run over failed"),
         }
     }
@@ -147,12 +150,30 @@ pub fn resume(rt: Arc<Runtime>, run: Arc<Run>) {
     });
 }
 
+/// Drives a rebuilt run on from its active invocation's checkpoint, or — when its driver stopped
+/// before the loop's first checkpoint — starts the loop again from the first message.
 async fn drive_on(rt: &Runtime, run: &Arc<Run>) -> Result<(), RuntimeError> {
     let record = run.snapshot();
-    let inv = rt.invocation(&record.active_invocation_id)?;
-    let conversation = inv.inner.lock().await.conversation.take().ok_or_else(|| {
-        RuntimeError::invalid("the rebuilt invocation has no runtime-driven conversation")
-    })?;
+    let rebuilt = match rt.invocation(&record.active_invocation_id) {
+        Ok(inv) => {
+            let conversation = inv.inner.lock().await.conversation.take();
+            conversation.map(|c| (inv, c))
+        }
+        Err(_) => None,
+    };
+    let Some((inv, conversation)) = rebuilt else {
+        let start = rt
+            .loop_start(&run.cell, &run.id)
+            .await
+            .and_then(|s| Some((s.endpoint?, s.max_rounds)));
+        let Some((endpoint, max_rounds)) = start else {
+            return Err(RuntimeError::invalid(
+                "the rebuilt run has neither a checkpoint nor a start to go on from",
+            ));
+        };
+        let endpoint = endpoint_of(&endpoint).map_err(RuntimeError::invalid)?;
+        return drive(rt, run, endpoint, max_rounds).await;
+    };
     let endpoint = endpoint_of(&conversation.endpoint).map_err(RuntimeError::invalid)?;
     let client = rt
         .ports
