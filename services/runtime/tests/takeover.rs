@@ -25,7 +25,7 @@ use toolplane_runtime::context::held::LoopStart;
 use toolplane_runtime::lifecycle::NewRun;
 use toolplane_runtime::runloop;
 use toolplane_runtime::service::RuntimeGrpc;
-use toolplane_runtime::state::{Driver, HeldTurn, RunStatus, TurnStage};
+use toolplane_runtime::state::{Driver, Event, HeldTurn, RunStatus, TurnStage};
 
 /// A runtime with run leases on (long enough not to end by themselves), and a second one over
 /// the same store and peers started before any run exists, as a second replica is.
@@ -136,7 +136,11 @@ async fn a_host_driven_run_whose_driver_died_is_taken_over_at_its_next_turn() {
         &turn_calls(&[write("c9", "output/late.md")]),
     )
     .await;
-    assert!(late.is_err(), "{late:?}");
+    assert_eq!(
+        late.unwrap_err().code(),
+        toolplane_core::error::RUNTIME_LEASE_LOST,
+        "the old driver learns it lost the run"
+    );
     assert!(a.mem.file("output/late.md").is_none());
     assert_eq!(a.mem.journal("to-1").len(), before);
     assert!(a.rt.run("to-1").unwrap().lease_lost());
@@ -306,9 +310,8 @@ async fn a_runtime_driven_run_whose_driver_died_before_its_first_round_is_starte
         turn(&[("workspace_commit", json!({}))]),
         turn(&[("workspace_finish", json!({"summary": "done"}))]),
     ]);
-    let run = a
-        .rt
-        .create_run(NewRun {
+    let run =
+        a.rt.create_run(NewRun {
             driver: Some(Driver::Runtime),
             loop_start: Some(LoopStart {
                 endpoint: Some(runloop::stored_endpoint(&scripted(script))),
@@ -349,11 +352,97 @@ async fn a_runtime_driven_run_whose_driver_died_before_its_first_round_is_starte
         endpoint: Some(json!({})),
         max_rounds: 0,
     };
-    b.save_loop_start("default", "unborn", &orphan).await.unwrap();
+    b.save_loop_start("default", "unborn", &orphan)
+        .await
+        .unwrap();
     assert!(b.loop_start("default", "unborn").await.is_some());
     runloop::take_over_orphans(&b).await;
     assert!(b.loop_start("default", "unborn").await.is_none());
     assert!(!b.has_run("unborn"));
+}
+
+#[tokio::test]
+async fn a_run_whose_driver_journalled_its_end_and_died_is_finished_not_driven_again() {
+    let (a, b) = replicas().await;
+    let opened = a.host_run("to-7", "writer").await;
+    let run = a.rt.run("to-7").unwrap();
+    // A journals the run's end and dies before saving the run's record: the record still says
+    // running, and the invocation's checkpoint is still stored.
+    let end = Event::new(
+        "run_completed",
+        json!({"status": "completed", "failure": null}),
+    );
+    a.rt.append(&run, 1, Vec::new(), vec![end]).await.unwrap();
+    a.rt.lose_run(&run, "the process died");
+    a.mem.expire_lease("to-7");
+    assert!(!b.held_of_run("default", "to-7").await.is_empty());
+
+    runloop::take_over_orphans(&b).await;
+    let taken = b.run("to-7").unwrap().snapshot();
+    assert_eq!(taken.status, RunStatus::Completed);
+    assert_eq!(a.mem.sealed("to-7"), Some(RunStatus::Completed));
+    let kinds = a.mem.kinds("to-7");
+    assert_eq!(
+        kinds.last().map(String::as_str),
+        Some("run_completed"),
+        "{kinds:?}"
+    );
+    assert_eq!(kinds.iter().filter(|k| *k == "run_completed").count(), 1);
+    assert!(b.held_of_run("default", "to-7").await.is_empty());
+    // Nothing drives it: the host's next turn is refused as for any finished run.
+    let late = execute(
+        &RuntimeGrpc::new(b.clone()),
+        &opened.invocation.id,
+        &opened.turn_id,
+        &turn_calls(&[write("c1", "output/one.md")]),
+    )
+    .await;
+    assert!(late.is_err(), "{late:?}");
+    assert!(a.mem.file("output/one.md").is_none());
+}
+
+#[tokio::test]
+async fn a_run_whose_driver_died_while_finishing_it_is_finished_by_the_other_runtime() {
+    let (a, b) = replicas().await;
+    let opened = a.host_run("to-8", "writer").await;
+    a.first_turn(&opened, &turn_calls(&[write("c1", "output/main.md")]))
+        .await
+        .unwrap();
+    let run = a.rt.run("to-8").unwrap();
+    // A's invocation finished (`workspace.finish`, its checkpoint removed) and A died before
+    // journalling the run's commit and end.
+    let finished = Event::new(
+        "agent_invocation_completed",
+        json!({"invocationId": opened.invocation.id, "status": "finished"}),
+    )
+    .inv(&opened.invocation.id);
+    a.rt.append(&run, 1, Vec::new(), vec![finished])
+        .await
+        .unwrap();
+    a.rt.forget_held_of_run("default", "to-8").await;
+    a.rt.lose_run(&run, "the process died");
+    a.mem.expire_lease("to-8");
+
+    runloop::locate(&b, "default", "to-8").await.unwrap();
+    assert!(
+        eventually(|| a.mem.sealed("to-8") == Some(RunStatus::Completed)).await,
+        "{:?}",
+        a.mem.kinds("to-8")
+    );
+    let kinds = a.mem.kinds("to-8");
+    let from = kinds.iter().position(|k| k == "run_taken_over").unwrap();
+    assert_eq!(
+        &kinds[from..],
+        [
+            "run_taken_over",
+            "agent_loop_finished",
+            "commit_started",
+            "persistent_changes_committed",
+            "status_changed",
+            "run_completed"
+        ],
+        "{kinds:?}"
+    );
 }
 
 #[tokio::test]

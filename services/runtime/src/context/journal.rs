@@ -5,7 +5,7 @@ use crate::error::RuntimeError;
 use crate::state::{AuditObject, Event, Run};
 
 use super::Runtime;
-use super::ports::{PortError, RunScope};
+use super::ports::{PortError, RunScope, StoredRecord};
 
 impl Runtime {
     /// Appends the events to the run's journal as one group, carrying the audit objects they
@@ -90,8 +90,14 @@ impl Runtime {
 
     /// The last sequence number stored in the run's journal; `None` when it cannot be read.
     pub async fn journal_end(&self, run: &Run) -> Option<u64> {
+        self.journal_tail(run).await.map(|(seq, _)| seq)
+    }
+
+    /// The last record stored in the run's journal and its sequence number (0 and `None` for an
+    /// empty journal); `None` when the journal cannot be read.
+    pub async fn journal_tail(&self, run: &Run) -> Option<(u64, Option<StoredRecord>)> {
         let mut from = 1;
-        let mut last = 0;
+        let mut last = None;
         loop {
             let page = self
                 .ports
@@ -99,11 +105,12 @@ impl Runtime {
                 .read_journal(&run.id, &run.cell, from, 5000)
                 .await
                 .ok()?;
-            if let Some(r) = page.records.last() {
-                last = r.seq;
+            let at_end = page.at_end || page.records.is_empty();
+            if let Some(r) = page.records.into_iter().last() {
+                last = Some(r);
             }
-            if page.at_end || page.records.is_empty() {
-                return Some(last);
+            if at_end {
+                return Some((last.as_ref().map_or(0, |r| r.seq), last));
             }
             from = page.next_seq;
         }

@@ -66,9 +66,12 @@ pub struct Runtime {
     draining: AtomicBool,
     /// Takeovers of this process one at a time, so a run is never rebuilt twice here.
     pub takeovers: tokio::sync::Mutex<()>,
+    /// Runs (`<cell>/<run>`) this process is creating: their lease is taken and their start
+    /// may be stored before their record is, and the takeover sweep leaves them alone.
+    pub creating: Mutex<std::collections::HashSet<String>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     match m.lock() {
         Ok(g) => g,
         Err(p) => p.into_inner(),
@@ -106,6 +109,7 @@ impl Runtime {
             told_catalogs: catalogs::ToldCatalogs::default(),
             draining: AtomicBool::new(false),
             takeovers: tokio::sync::Mutex::new(()),
+            creating: Mutex::default(),
         });
         let _ = rt.me.set(Arc::downgrade(&rt));
         rt

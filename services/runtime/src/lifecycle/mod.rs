@@ -6,11 +6,12 @@
 //! Run ownership ([`lease`]): with `[cluster] leases` on, every run is driven under a lease the
 //! workspace keeps, renewed in the background; a run whose lease another holder took stops here.
 //! A run whose driver died or stopped is taken over by another runtime from its checkpoint
-//! ([`takeover`]).
+//! ([`takeover`]); one that was ending is finished from its journal ([`ended`]).
 //!
 //! Sits on `context` (the ports and the book); knows nothing of turns, tools or the loop.
 
 pub mod approvals;
+pub mod ended;
 pub mod invocations;
 pub mod lease;
 pub mod resume;

@@ -12,9 +12,10 @@ use toolplane_store::Key;
 
 use crate::context::Runtime;
 use crate::context::held::LoopStart;
-use crate::context::key;
 use crate::context::ports::{CreatedWorkspace, NewRunWorkspace, RunScope};
+use crate::context::{key, lock};
 use crate::error::RuntimeError;
+use crate::lifecycle::ended::{finishing, journalled_end};
 use crate::state::{
     Driver, Event, Failure, Invocation, InvocationStatus, Run, RunMode, RunRecord, RunStatus,
     RunToolHostRecord, now_ms,
@@ -72,6 +73,26 @@ fn valid_id(what: &str, id: &str) -> Result<(), RuntimeError> {
     }
 }
 
+/// A run in [`Runtime::creating`] until this is dropped (created, or failed).
+struct Creating<'a> {
+    rt: &'a Runtime,
+    key: String,
+}
+
+impl<'a> Creating<'a> {
+    fn new(rt: &'a Runtime, cell: &str, run: &str) -> Self {
+        let key = format!("{cell}/{run}");
+        lock(&rt.creating).insert(key.clone());
+        Creating { rt, key }
+    }
+}
+
+impl Drop for Creating<'_> {
+    fn drop(&mut self) {
+        lock(&self.rt.creating).remove(&self.key);
+    }
+}
+
 /// A new run's ids and plan node policy, checked before anything is created.
 struct Checked {
     run_id: String,
@@ -84,6 +105,7 @@ impl Runtime {
     /// Creates a run: its workspace, its record and its first journal records.
     pub async fn create_run(&self, p: NewRun) -> Result<Arc<Run>, RuntimeError> {
         let c = self.check_new_run(&p)?;
+        let _creating = Creating::new(self, &c.cell_id, &c.run_id);
         // With leases on, the run is this runtime's from before its workspace exists.
         let epoch = self.take_run_lease(&c.cell_id, &c.run_id).await?;
         if let Some(start) = &p.loop_start {
@@ -236,9 +258,22 @@ impl Runtime {
         if !interrupted {
             return None;
         }
-        let next = self.journal_end(&run).await.map(|s| s + 1).unwrap_or(1);
-        let run = Arc::new(Run::new(run.snapshot(), next));
+        let (end, last) = self.journal_tail(&run).await.unwrap_or((0, None));
+        let run = Arc::new(Run::new(run.snapshot(), end + 1));
         self.insert_run(run.clone());
+        if let Some((status, failure)) = last.as_ref().and_then(journalled_end) {
+            if let Err(e) = self.finish_journalled_end(&run, status, failure).await {
+                tracing::warn!(run = %run.id, error = %e, "saving the run's journalled end failed");
+            }
+            return None;
+        }
+        let active = run.with(|r| r.active_invocation_id.clone());
+        if let Some(step) = last.as_ref().and_then(|l| finishing(l, &active)) {
+            if let Err(e) = self.complete_finish(&run, step).await {
+                tracing::warn!(run = %run.id, error = %e, "completing the run's finish failed");
+            }
+            return None;
+        }
         if self.resume_held(&run).await {
             return Some(run);
         }
@@ -321,16 +356,18 @@ impl Runtime {
         // Calls still held can no longer run.
         self.lapse_approvals(&run.id, &format!("the run ended ({})", status.as_str()))
             .await;
-        self.forget_held_of_run(&run.cell, &run.id).await;
         let events = end_events(&before, status, failure.as_ref());
         let journalled = self.append(run, before.epoch, Vec::new(), events).await;
         // The status turns terminal only once the journal holds the end: whoever sees a finished
-        // run can read its whole journal.
+        // run can read its whole journal. Its checkpoints go once the record says so: a driver
+        // that stops in between leaves a run that is taken over and finished from the journal's
+        // end (`finish_journalled_end`), never driven again.
         let record = run.update(|r| {
             r.status = status;
             r.failure = failure.clone();
         });
         self.persist_run(run).await?;
+        self.forget_held_of_run(&run.cell, &run.id).await;
         let _ = self
             .ports
             .workspace

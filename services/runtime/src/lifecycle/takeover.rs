@@ -24,6 +24,7 @@ use toolplane_core::error as codes;
 use crate::context::Runtime;
 use crate::context::ports::RunScope;
 use crate::error::RuntimeError;
+use crate::lifecycle::ended::{finishing, journalled_end};
 use crate::state::{Event, Failure, Run, RunStatus};
 
 /// Who drives a run, as a request for it finds out.
@@ -124,12 +125,18 @@ impl Runtime {
         record.holder = self.lease_holder.clone();
         record.holder_url = self.cfg.cluster.advertise.clone();
         let probe = Run::new(record.clone(), 0);
-        let next = self
-            .journal_end(&probe)
+        let (end, last) = self
+            .journal_tail(&probe)
             .await
-            .ok_or_else(|| RuntimeError::dependency("reading the run's journal end"))?
-            + 1;
-        let run = Arc::new(Run::new(record, next));
+            .ok_or_else(|| RuntimeError::dependency("reading the run's journal end"))?;
+        let run = Arc::new(Run::new(record, end + 1));
+        // The old driver journalled the run's end and stopped before saving it: only the
+        // record is left to finish, under this runtime's epoch.
+        if let Some((status, failure)) = last.as_ref().and_then(journalled_end) {
+            self.insert_run(Arc::clone(&run));
+            self.finish_journalled_end(&run, status, failure).await?;
+            return Ok(run);
+        }
         self.persist_run(&run).await?;
         self.insert_run(Arc::clone(&run));
         self.keep_run_lease(Arc::clone(&run));
@@ -139,6 +146,12 @@ impl Runtime {
         )
         .warn();
         self.append(&run, epoch, Vec::new(), vec![ev]).await?;
+        // The old driver was finishing the run: the finish is completed here, nothing driven.
+        let active = run.with(|r| r.active_invocation_id.clone());
+        if let Some(step) = last.as_ref().and_then(|l| finishing(l, &active)) {
+            self.complete_finish(&run, step).await?;
+            return Ok(run);
+        }
         // A host-driven run whose active invocation left no checkpoint had it closed: the host
         // opens the next. A runtime-driven loop cannot go on without one, unless it never wrote
         // one: then it starts again from the first message.
@@ -163,6 +176,10 @@ impl Runtime {
     /// Removes what a runtime that stopped while creating run `run_id` left under `held/` (the
     /// run has no record): once its lease is free, the run can no longer be created by it.
     pub async fn drop_unborn(&self, cell: &str, run_id: &str) {
+        // Being created here: its lease is this process's, and taking it again would succeed.
+        if crate::context::lock(&self.creating).contains(&format!("{cell}/{run_id}")) {
+            return;
+        }
         let scope = RunScope {
             run_id: run_id.to_owned(),
             cell_id: cell.to_owned(),

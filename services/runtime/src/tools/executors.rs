@@ -75,6 +75,11 @@ pub async fn on_workspace(
     };
     match answered {
         Ok(executed) => from_executed(call, executed),
+        // The workspace saw a newer epoch of the run: another runtime drives it now.
+        Err(e) if rt.cfg.cluster.leases && refused_as_stale(&e) => {
+            rt.lose_run(&inv.run, &e.message);
+            Err(lease_lost(&inv.run))
+        }
         Err(e) => Err(RuntimeError::dependency(format!(
             "the workspace service failed `{}`: {}",
             call.tool_id, e.message

@@ -111,9 +111,10 @@ async fn replica(h: &Harness, dir: &Path, name: &str, pg: &Path) -> Replica {
         .arg(&config)
         .arg("--http-listen")
         .arg(format!("127.0.0.1:{http}"))
+        .env("RUST_LOG", "info")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).unwrap());
     for (var, _) in std::env::vars() {
         if var.starts_with("TOOLPLANE_") || var == "PGPASSWORD" {
             command.env_remove(var);
@@ -180,7 +181,11 @@ async fn start(client: &mut RuntimeServiceClient<Channel>, id: &str, think_ms: u
 
 /// Waits until every run in `ids` is terminal as `client` reads it; their statuses, and for a run
 /// that did not complete, why.
-async fn wait_all(client: &mut RuntimeServiceClient<Channel>, ids: &[String]) -> Vec<i32> {
+async fn wait_all(
+    client: &mut RuntimeServiceClient<Channel>,
+    ids: &[String],
+    logs: &Path,
+) -> Vec<i32> {
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         let mut statuses = Vec::new();
@@ -202,8 +207,13 @@ async fn wait_all(client: &mut RuntimeServiceClient<Channel>, ids: &[String]) ->
         if statuses.iter().all(|s| !running.contains(s)) {
             if !failures.is_empty() {
                 eprintln!("runs that did not complete: {failures:?}");
+                let ids: Vec<&str> = failures.iter().map(|f| f.0.as_str()).collect();
+                print_logs(logs, &ids);
             }
             return statuses;
+        }
+        if Instant::now() >= deadline {
+            print_logs(logs, &ids.iter().map(String::as_str).collect::<Vec<_>>());
         }
         assert!(
             Instant::now() < deadline,
@@ -212,6 +222,36 @@ async fn wait_all(client: &mut RuntimeServiceClient<Channel>, ids: &[String]) ->
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Prints what the runtimes logged (their stderr, `<name>.log` in `logs`) about runs `ids`, so a
+/// failure says what happened to them.
+fn print_logs(logs: &Path, ids: &[&str]) {
+    let Ok(entries) = std::fs::read_dir(logs) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("log") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        for line in text.lines() {
+            if ids.iter().any(|id| mentions(line, id)) {
+                eprintln!("{}: {line}", path.display());
+            }
+        }
+    }
+}
+
+/// Whether `line` names run `id` (`kill-1` is not named by `kill-10`).
+fn mentions(line: &str, id: &str) -> bool {
+    line.match_indices(id).any(|(at, _)| {
+        !line[at + id.len()..]
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+    })
 }
 
 /// Checks what must hold for every run: completed, each sequence number once and in order, epochs
@@ -275,7 +315,7 @@ async fn runs_survive_a_killed_runtime_a_rolling_restart_and_a_paused_one() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     r1.signal(Signal::SIGKILL);
     drop(r1);
-    assert_eq!(wait_all(&mut c2, &killed).await, completed);
+    assert_eq!(wait_all(&mut c2, &killed, dir.path()).await, completed);
     let taken = check_journals(&mut h, &killed).await;
     assert!(taken >= 1, "the killed runtime's runs were taken over");
 
@@ -296,7 +336,7 @@ async fn runs_survive_a_killed_runtime_a_rolling_restart_and_a_paused_one() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     r3.stop();
     let mut c4 = r4.client().await;
-    assert_eq!(wait_all(&mut c4, &rolled).await, completed);
+    assert_eq!(wait_all(&mut c4, &rolled, dir.path()).await, completed);
     check_journals(&mut h, &rolled).await;
 
     // 3. A runtime paused past its lease: another takes its run over; once resumed, every write
@@ -310,7 +350,7 @@ async fn runs_survive_a_killed_runtime_a_rolling_restart_and_a_paused_one() {
     r4.signal(Signal::SIGCONT);
     let mut c5 = r5.client().await;
     assert_eq!(
-        wait_all(&mut c5, &paused).await,
+        wait_all(&mut c5, &paused, dir.path()).await,
         vec![pb::RunStatus::Completed as i32]
     );
     // The resumed runtime had its time to try: still one driver at a time, one end.

@@ -1,0 +1,91 @@
+//! A run's end found in its journal: a driver that stopped between journalling a run's end (or
+//! beginning its finish) and saving the run's terminal record leaves a record that says running.
+//! A runtime that takes such a run over, or restarts over it, reads the journal's last record and
+//! finishes the run from there instead of driving it again (docs/runtime.md, "Taking a run
+//! over"): a run has exactly one end.
+
+use serde_json::Value;
+
+use super::runs::scope_of;
+use crate::context::Runtime;
+use crate::context::ports::StoredRecord;
+use crate::error::RuntimeError;
+use crate::state::{Failure, Run, RunStatus};
+
+/// The end a run's journal already holds as its last record (its driver journalled the end and
+/// stopped before saving the run's record): the status and failure to finish the record with.
+pub fn journalled_end(last: &StoredRecord) -> Option<(RunStatus, Option<Failure>)> {
+    let status = match last.kind.as_str() {
+        "run_completed" => RunStatus::Completed,
+        "run_partial_success" => RunStatus::PartialSuccess,
+        "run_cancelled" => RunStatus::Cancelled,
+        "run_failed" => RunStatus::Failed,
+        _ => return None,
+    };
+    let failure = serde_json::from_str::<Value>(&last.payload_json)
+        .ok()
+        .and_then(|p| serde_json::from_value::<Failure>(p["failure"].clone()).ok());
+    Some((status, failure))
+}
+
+/// How far a run's finish got when its driver stopped, read from the journal's last record: the
+/// active invocation finished (`workspace.finish`) or the run's commit began, but no end was
+/// journalled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finishing {
+    /// The commit is still to do (or to do again).
+    Commit,
+    /// The changes were committed: only the end is left.
+    End,
+}
+
+/// The finish a run's journal shows under way (see [`Finishing`]); `active` is the run's active
+/// invocation.
+pub fn finishing(last: &StoredRecord, active: &str) -> Option<Finishing> {
+    match last.kind.as_str() {
+        "agent_invocation_completed" => {
+            let finished = serde_json::from_str::<Value>(&last.payload_json)
+                .is_ok_and(|p| p["status"] == "finished");
+            (finished && !active.is_empty() && last.invocation_id == active)
+                .then_some(Finishing::Commit)
+        }
+        "agent_loop_finished" | "commit_started" => Some(Finishing::Commit),
+        "persistent_changes_committed" => Some(Finishing::End),
+        _ => None,
+    }
+}
+
+impl Runtime {
+    /// Completes a finish its driver began and did not end (see [`finishing`]).
+    pub async fn complete_finish(&self, run: &Run, step: Finishing) -> Result<(), RuntimeError> {
+        tracing::info!(run = %run.id, ?step, "completing the run's finish its driver began");
+        match step {
+            Finishing::Commit => self.finish_run(run).await,
+            Finishing::End => self.end_run(run, RunStatus::Completed, None).await,
+        }
+    }
+
+    /// Saves the end the run's journal already holds (see [`journalled_end`]) as its record,
+    /// without journalling anything: the workspace sealed, its checkpoints removed.
+    pub async fn finish_journalled_end(
+        &self,
+        run: &Run,
+        status: RunStatus,
+        failure: Option<Failure>,
+    ) -> Result<(), RuntimeError> {
+        run.begin_end();
+        let record = run.update(|r| {
+            r.status = status;
+            r.failure = failure;
+        });
+        self.persist_run(run).await?;
+        self.forget_held_of_run(&run.cell, &run.id).await;
+        let _ = self
+            .ports
+            .workspace
+            .finish_run_workspace(&scope_of(&record), status)
+            .await;
+        tracing::info!(run = %run.id, status = status.as_str(), "the run's journal already held its end");
+        Ok(())
+    }
+}
