@@ -333,6 +333,14 @@ async fn a_runtime_driven_run_whose_driver_died_before_its_first_round_is_starte
         a.mem.kinds("to-6")
     );
     assert_eq!(a.mem.file("output/main.md").as_deref(), Some("42"));
+    eprintln!(
+        "KINDS {:?}",
+        a.mem
+            .journal("to-6")
+            .iter()
+            .map(|r| (r.kind.clone(), r.invocation_id.clone()))
+            .collect::<Vec<_>>()
+    );
     let kinds = a.mem.kinds("to-6");
     assert_eq!(kinds.iter().filter(|k| *k == "run_taken_over").count(), 1);
     assert_eq!(kinds.iter().filter(|k| *k == "run_completed").count(), 1);
@@ -443,6 +451,59 @@ async fn a_run_whose_driver_died_while_finishing_it_is_finished_by_the_other_run
         ],
         "{kinds:?}"
     );
+}
+
+#[tokio::test]
+async fn a_run_whose_driver_died_after_its_finish_call_is_finished_by_the_other_runtime() {
+    let (a, b) = replicas().await;
+    let opened = a.host_run("to-9", "writer").await;
+    let inv = opened.invocation.id.clone();
+    a.first_turn(&opened, &turn_calls(&[write("c1", "output/main.md")]))
+        .await
+        .unwrap();
+    let run = a.rt.run("to-9").unwrap();
+    // A journalled a completed `workspace.finish` call and died before ending the invocation.
+    let call =
+        json!({"invocationId": inv, "round": 2, "callId": "c2", "toolId": "workspace.finish"});
+    let mut done = call.clone();
+    done["isError"] = json!(false);
+    let records = vec![
+        Event::new("tool_call_requested", call.clone()).inv(&inv),
+        Event::new("tool_call_started", call).inv(&inv),
+        Event::new("tool_call_completed", done).inv(&inv),
+        Event::new(
+            "tool_result_stored",
+            json!({"invocationId": inv, "callId": "c2", "path": "x"}),
+        )
+        .inv(&inv),
+    ];
+    a.rt.append(&run, 1, Vec::new(), records).await.unwrap();
+    a.rt.lose_run(&run, "the process died");
+    a.mem.expire_lease("to-9");
+
+    runloop::locate(&b, "default", "to-9").await.unwrap();
+    assert!(
+        eventually(|| a.mem.sealed("to-9") == Some(RunStatus::Completed)).await,
+        "{:?}",
+        a.mem.kinds("to-9")
+    );
+    let kinds = a.mem.kinds("to-9");
+    let from = kinds.iter().position(|k| k == "run_taken_over").unwrap();
+    assert_eq!(
+        &kinds[from..],
+        [
+            "run_taken_over",
+            "agent_invocation_restored",
+            "agent_invocation_completed",
+            "agent_loop_finished",
+            "commit_started",
+            "persistent_changes_committed",
+            "status_changed",
+            "run_completed"
+        ],
+        "{kinds:?}"
+    );
+    assert!(b.held_of_run("default", "to-9").await.is_empty());
 }
 
 #[tokio::test]

@@ -20,6 +20,10 @@ use crate::{
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 struct PersistState {
     files: FileMap,
+    /// The run whose promotion made this state: its promotion asked again (the first was cut
+    /// short after the swap, before the run's record says so) is answered with this version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    promoted_by: Option<String>,
 }
 
 fn state_key(cell: &str, chat: &str) -> Result<Key, WsError> {
@@ -70,7 +74,8 @@ pub async fn project(ws: &Workspace, cell: &str, chat: &str, run: &str) -> Resul
 }
 
 /// Promotes the run's `persist/` back to the chat with CAS against `base_version`. Returns the
-/// new version and the changed paths (added, changed or removed).
+/// new version and the changed paths (added, changed or removed); for a run whose promotion is
+/// already the chat's state, that version and no paths.
 pub async fn promote(
     ws: &Workspace,
     cell: &str,
@@ -103,10 +108,14 @@ pub async fn promote(
         .map(|v| v.as_str().to_owned())
         .unwrap_or_default();
     if current_str != base_version {
+        if old.promoted_by.as_deref() == Some(run) {
+            return Ok((current_str, Vec::new()));
+        }
         return Err(conflict(chat));
     }
     let mut next = PersistState {
         files: BTreeMap::new(),
+        promoted_by: Some(run.to_owned()),
     };
     for (path, bytes) in &files {
         let sha = sha256_hex(bytes);

@@ -134,6 +134,7 @@ impl Runtime {
 
     /// Removes an invocation's held turn record, if there is one.
     pub async fn forget_held(&self, cell: &str, run: &str, invocation: &str) {
+        tracing::debug!(run, invocation, "removing the invocation's record");
         let Ok(k) = record_key(cell, run, invocation) else {
             return;
         };
@@ -220,6 +221,7 @@ impl Runtime {
 
     /// Removes every held turn record of a run (it ended, or cannot resume).
     pub async fn forget_held_of_run(&self, cell: &str, run: &str) {
+        tracing::debug!(run, "removing the run's records");
         for k in self.held_keys(cell, run).await {
             if let Err(e) = self.store().delete(&k, None).await {
                 tracing::warn!(key = %k, error = %e, "removing a held turn failed");

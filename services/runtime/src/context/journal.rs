@@ -1,6 +1,8 @@
 //! Appending to a run's journal and reading its end, through the workspace port. A failed append
 //! is a system failure: the run cannot go on without its journal.
 
+use std::collections::VecDeque;
+
 use crate::error::RuntimeError;
 use crate::state::{AuditObject, Event, Run};
 
@@ -93,11 +95,11 @@ impl Runtime {
         self.journal_tail(run).await.map(|(seq, _)| seq)
     }
 
-    /// The last record stored in the run's journal and its sequence number (0 and `None` for an
-    /// empty journal); `None` when the journal cannot be read.
-    pub async fn journal_tail(&self, run: &Run) -> Option<(u64, Option<StoredRecord>)> {
+    /// The last records stored in the run's journal (up to [`TAIL`], oldest first) and its last
+    /// sequence number (0 for an empty journal); `None` when the journal cannot be read.
+    pub async fn journal_tail(&self, run: &Run) -> Option<(u64, Vec<StoredRecord>)> {
         let mut from = 1;
-        let mut last = None;
+        let mut tail: VecDeque<StoredRecord> = VecDeque::with_capacity(TAIL);
         loop {
             let page = self
                 .ports
@@ -106,16 +108,24 @@ impl Runtime {
                 .await
                 .ok()?;
             let at_end = page.at_end || page.records.is_empty();
-            if let Some(r) = page.records.into_iter().last() {
-                last = Some(r);
+            for r in page.records {
+                if tail.len() == TAIL {
+                    tail.pop_front();
+                }
+                tail.push_back(r);
             }
             if at_end {
-                return Some((last.as_ref().map_or(0, |r| r.seq), last));
+                let end = tail.back().map_or(0, |r| r.seq);
+                return Some((end, tail.into()));
             }
             from = page.next_seq;
         }
     }
 }
+
+/// How many of a journal's last records [`Runtime::journal_tail`] keeps: enough for the records
+/// of one call and what follows it to a run's end.
+pub const TAIL: usize = 16;
 
 fn put_failed(path: &str, e: &PortError) -> RuntimeError {
     if e.is_already_exists() {

@@ -331,12 +331,7 @@ impl Runtime {
         inner.status = status;
         inner.failure = failure.clone();
         inner.ended_ms = now_ms();
-        // A turn still held (or a checkpoint) ends with its invocation: nothing to rebuild.
-        // A runtime that lost the run leaves the record to its new driver.
         let recorded = inner.held.take().is_some() | inner.checkpoint_version.take().is_some();
-        if recorded && !inv.run.lease_lost() {
-            self.forget_held(&inv.run.cell, &inv.run.id, &inv.id).await;
-        }
         let kind = match status {
             InvocationStatus::Failed => "agent_invocation_failed",
             InvocationStatus::Cancelled => "agent_invocation_cancelled",
@@ -349,6 +344,13 @@ impl Runtime {
         }
         self.append(&inv.run, inv.run.epoch(), Vec::new(), vec![ev])
             .await?;
+        // A turn still held (or a checkpoint) ends with its invocation: nothing to rebuild. It
+        // goes once the journal says so, so that a driver stopping in between leaves either the
+        // record or the invocation's end (docs/runtime.md, "A run that was ending"). A runtime
+        // that lost the run leaves the record to its new driver.
+        if recorded && !inv.run.lease_lost() {
+            self.forget_held(&inv.run.cell, &inv.run.id, &inv.id).await;
+        }
         let scope = scope_of(&inv.run.snapshot());
         let _ = self
             .ports

@@ -258,17 +258,17 @@ impl Runtime {
         if !interrupted {
             return None;
         }
-        let (end, last) = self.journal_tail(&run).await.unwrap_or((0, None));
+        let (end, tail) = self.journal_tail(&run).await.unwrap_or_default();
         let run = Arc::new(Run::new(run.snapshot(), end + 1));
         self.insert_run(run.clone());
-        if let Some((status, failure)) = last.as_ref().and_then(journalled_end) {
+        if let Some((status, failure)) = tail.last().and_then(journalled_end) {
             if let Err(e) = self.finish_journalled_end(&run, status, failure).await {
                 tracing::warn!(run = %run.id, error = %e, "saving the run's journalled end failed");
             }
             return None;
         }
         let active = run.with(|r| r.active_invocation_id.clone());
-        if let Some(step) = last.as_ref().and_then(|l| finishing(l, &active)) {
+        if let Some(step) = finishing(&tail, &active) {
             if let Err(e) = self.complete_finish(&run, step).await {
                 tracing::warn!(run = %run.id, error = %e, "completing the run's finish failed");
             }

@@ -125,14 +125,14 @@ impl Runtime {
         record.holder = self.lease_holder.clone();
         record.holder_url = self.cfg.cluster.advertise.clone();
         let probe = Run::new(record.clone(), 0);
-        let (end, last) = self
+        let (end, tail) = self
             .journal_tail(&probe)
             .await
             .ok_or_else(|| RuntimeError::dependency("reading the run's journal end"))?;
         let run = Arc::new(Run::new(record, end + 1));
         // The old driver journalled the run's end and stopped before saving it: only the
         // record is left to finish, under this runtime's epoch.
-        if let Some((status, failure)) = last.as_ref().and_then(journalled_end) {
+        if let Some((status, failure)) = tail.last().and_then(journalled_end) {
             self.insert_run(Arc::clone(&run));
             self.finish_journalled_end(&run, status, failure).await?;
             return Ok(run);
@@ -148,7 +148,7 @@ impl Runtime {
         self.append(&run, epoch, Vec::new(), vec![ev]).await?;
         // The old driver was finishing the run: the finish is completed here, nothing driven.
         let active = run.with(|r| r.active_invocation_id.clone());
-        if let Some(step) = last.as_ref().and_then(|l| finishing(l, &active)) {
+        if let Some(step) = finishing(&tail, &active) {
             self.complete_finish(&run, step).await?;
             return Ok(run);
         }

@@ -111,7 +111,7 @@ async fn replica(h: &Harness, dir: &Path, name: &str, pg: &Path) -> Replica {
         .arg(&config)
         .arg("--http-listen")
         .arg(format!("127.0.0.1:{http}"))
-        .env("RUST_LOG", "info")
+        .env("RUST_LOG", "info,toolplane_runtime::context::held=debug")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).unwrap());

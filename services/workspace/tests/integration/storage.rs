@@ -1161,6 +1161,46 @@ async fn persist_is_projected_and_promoted_by_cas() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promotion_cut_short_is_answered_when_asked_again() {
+    let mut s = start().await;
+    s.run("default", "p1", "chat2", "i").await;
+    s.ok(
+        "p1",
+        "i",
+        "workspace.write_file",
+        json!({"path": "persist/notes.md", "content": "kept\n"}),
+    )
+    .await;
+    // The chat's state is swapped, and the request is cut short before the run's record says so
+    // (its caller went away): the runtime that takes the run over asks again.
+    let base =
+        s.ws.run_record("default", "p1")
+            .await
+            .unwrap()
+            .persist_base_version;
+    let (swapped, _) =
+        toolplane_workspace::persist::promote(&s.ws, "default", "chat2", "p1", &base)
+            .await
+            .unwrap();
+    let again = s
+        .storage
+        .promote_persist(pb::PromotePersistRequest {
+            run_id: "p1".into(),
+            epoch: 1,
+            cell_id: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(again.persist_version, swapped);
+    s.run("default", "p2", "chat2", "i").await;
+    assert_eq!(
+        std::fs::read_to_string(s.run_dir("default", "p2").join("persist/notes.md")).unwrap(),
+        "kept\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_writers_lose_no_update() {
     let mut s = start().await;
     s.run("default", "r1", "c", "seed").await;
