@@ -409,6 +409,29 @@ async fn a_run_whose_driver_journalled_its_end_and_died_is_finished_not_driven_a
     assert!(a.mem.file("output/one.md").is_none());
 }
 
+/// Asks B about `run` (A died with it): B takes it over and completes its finish, journalling
+/// `run_taken_over`, then `first`, then the commit and the end — and nothing else.
+async fn finished_by_b(a: &Alone, b: &Arc<Runtime>, run: &str, first: &[&str]) {
+    runloop::locate(b, "default", run).await.unwrap();
+    assert!(
+        eventually(|| a.mem.sealed(run) == Some(RunStatus::Completed)).await,
+        "{:?}",
+        a.mem.kinds(run)
+    );
+    let kinds = a.mem.kinds(run);
+    let from = kinds.iter().position(|k| k == "run_taken_over").unwrap();
+    let mut expected = vec!["run_taken_over"];
+    expected.extend(first);
+    expected.extend([
+        "commit_started",
+        "persistent_changes_committed",
+        "status_changed",
+        "run_completed",
+    ]);
+    assert_eq!(kinds[from..], expected, "{kinds:?}");
+    assert!(b.held_of_run("default", run).await.is_empty());
+}
+
 #[tokio::test]
 async fn a_run_whose_driver_died_while_finishing_it_is_finished_by_the_other_runtime() {
     let (a, b) = replicas().await;
@@ -430,27 +453,7 @@ async fn a_run_whose_driver_died_while_finishing_it_is_finished_by_the_other_run
     a.rt.forget_held_of_run("default", "to-8").await;
     a.rt.lose_run(&run, "the process died");
     a.mem.expire_lease("to-8");
-
-    runloop::locate(&b, "default", "to-8").await.unwrap();
-    assert!(
-        eventually(|| a.mem.sealed("to-8") == Some(RunStatus::Completed)).await,
-        "{:?}",
-        a.mem.kinds("to-8")
-    );
-    let kinds = a.mem.kinds("to-8");
-    let from = kinds.iter().position(|k| k == "run_taken_over").unwrap();
-    assert_eq!(
-        &kinds[from..],
-        [
-            "run_taken_over",
-            "agent_loop_finished",
-            "commit_started",
-            "persistent_changes_committed",
-            "status_changed",
-            "run_completed"
-        ],
-        "{kinds:?}"
-    );
+    finished_by_b(&a, &b, "to-8", &["agent_loop_finished"]).await;
 }
 
 #[tokio::test]
@@ -480,30 +483,12 @@ async fn a_run_whose_driver_died_after_its_finish_call_is_finished_by_the_other_
     a.rt.append(&run, 1, Vec::new(), records).await.unwrap();
     a.rt.lose_run(&run, "the process died");
     a.mem.expire_lease("to-9");
-
-    runloop::locate(&b, "default", "to-9").await.unwrap();
-    assert!(
-        eventually(|| a.mem.sealed("to-9") == Some(RunStatus::Completed)).await,
-        "{:?}",
-        a.mem.kinds("to-9")
-    );
-    let kinds = a.mem.kinds("to-9");
-    let from = kinds.iter().position(|k| k == "run_taken_over").unwrap();
-    assert_eq!(
-        &kinds[from..],
-        [
-            "run_taken_over",
-            "agent_invocation_restored",
-            "agent_invocation_completed",
-            "agent_loop_finished",
-            "commit_started",
-            "persistent_changes_committed",
-            "status_changed",
-            "run_completed"
-        ],
-        "{kinds:?}"
-    );
-    assert!(b.held_of_run("default", "to-9").await.is_empty());
+    let ended = [
+        "agent_invocation_restored",
+        "agent_invocation_completed",
+        "agent_loop_finished",
+    ];
+    finished_by_b(&a, &b, "to-9", &ended).await;
 }
 
 #[tokio::test]

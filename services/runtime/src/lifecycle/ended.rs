@@ -9,7 +9,6 @@ use std::sync::Arc;
 use serde_json::Value;
 use toolplane_core::builtin;
 
-use super::runs::scope_of;
 use crate::context::Runtime;
 use crate::context::ports::StoredRecord;
 use crate::error::RuntimeError;
@@ -111,17 +110,7 @@ impl Runtime {
         failure: Option<Failure>,
     ) -> Result<(), RuntimeError> {
         run.begin_end();
-        let record = run.update(|r| {
-            r.status = status;
-            r.failure = failure;
-        });
-        self.persist_run(run).await?;
-        self.forget_held_of_run(&run.cell, &run.id).await;
-        let _ = self
-            .ports
-            .workspace
-            .finish_run_workspace(&scope_of(&record), status)
-            .await;
+        self.save_end(run, status, failure).await?;
         tracing::info!(run = %run.id, status = status.as_str(), "the run's journal already held its end");
         Ok(())
     }

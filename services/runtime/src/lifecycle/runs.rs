@@ -362,9 +362,25 @@ impl Runtime {
         // run can read its whole journal. Its checkpoints go once the record says so: a driver
         // that stops in between leaves a run that is taken over and finished from the journal's
         // end (`finish_journalled_end`), never driven again.
+        self.save_end(run, status, failure).await?;
+        // Open invocations of a finished run end with it.
+        for inv in self.invocations_of(&run.id) {
+            close_with_run(&inv, status);
+        }
+        journalled.map(|_| ())
+    }
+
+    /// Saves a run's terminal record (the journal holds its end already), then removes its
+    /// checkpoints and seals its workspace.
+    pub(crate) async fn save_end(
+        &self,
+        run: &Run,
+        status: RunStatus,
+        failure: Option<Failure>,
+    ) -> Result<(), RuntimeError> {
         let record = run.update(|r| {
             r.status = status;
-            r.failure = failure.clone();
+            r.failure = failure;
         });
         self.persist_run(run).await?;
         self.forget_held_of_run(&run.cell, &run.id).await;
@@ -373,11 +389,7 @@ impl Runtime {
             .workspace
             .finish_run_workspace(&scope_of(&record), status)
             .await;
-        // Open invocations of a finished run end with it.
-        for inv in self.invocations_of(&run.id) {
-            close_with_run(&inv, status);
-        }
-        journalled.map(|_| ())
+        Ok(())
     }
 
     /// Cooperative cancel: the loop and open invocations stop at their next step; executors see

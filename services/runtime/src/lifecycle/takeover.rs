@@ -99,12 +99,7 @@ impl Runtime {
             }),
             Err(e) => {
                 // The lease is given back, so that another runtime can try.
-                let scope = RunScope { epoch, ..scope };
-                let _ = self
-                    .ports
-                    .workspace
-                    .release_run_lease(&scope, &self.lease_holder)
-                    .await;
+                self.give_lease_back(RunScope { epoch, ..scope }).await;
                 Err(e)
             }
         }
@@ -194,7 +189,11 @@ impl Runtime {
             return;
         };
         self.forget_held_of_run(cell, run_id).await;
-        let scope = RunScope { epoch, ..scope };
+        self.give_lease_back(RunScope { epoch, ..scope }).await;
+    }
+
+    /// Releases a lease this runtime took at `scope.epoch`; a failure leaves it to expire.
+    async fn give_lease_back(&self, scope: RunScope) {
         let _ = self
             .ports
             .workspace
