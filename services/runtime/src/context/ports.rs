@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use futures::Stream;
 use serde_json::{Map, Value};
 use toolplane_core::catalog::CatalogEntry;
-use toolplane_core::error::CoreError;
+use toolplane_core::error::{self as codes, CoreError};
 use toolplane_core::id::ToolId;
 use toolplane_core::invocation::ToolInvocation;
 use toolplane_core::result::AgentToolResult;
@@ -80,6 +80,13 @@ impl PortError {
     /// class; anything else is an unavailable dependency.
     pub fn into_error(self, what: &str) -> RuntimeError {
         let message = format!("{what}: {}", self.message);
+        // Refused under an older epoch: another runtime drives the run now.
+        if matches!(
+            self.code(),
+            Some("workspace.stale_epoch" | "mcp.stale_epoch")
+        ) {
+            return RuntimeError::new(codes::RUNTIME_LEASE_LOST, message).caused_by(self.details);
+        }
         let error = match self.kind {
             PortErrorKind::NotFound => RuntimeError::not_found(message),
             PortErrorKind::InvalidArgument
@@ -467,4 +474,25 @@ pub trait Models: Send + Sync + Debug {
     /// A client of `endpoint` for a run of `cell` (whose egress policy it follows), or why there
     /// can be none.
     fn client(&self, cell: &str, endpoint: Endpoint) -> Result<Box<dyn ModelCall>, String>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_refused_as_stale_is_a_lost_lease_whatever_its_status() {
+        for refused in [
+            "workspace.stale_epoch: epoch 1 is older than the run's epoch 2",
+            "mcp.stale_epoch: epoch 1 is older than the run's epoch 2",
+        ] {
+            let e = PortError::new(PortErrorKind::FailedPrecondition, refused);
+            assert_eq!(
+                e.into_error("opening the invocation workspace").code(),
+                codes::RUNTIME_LEASE_LOST
+            );
+        }
+        let other = PortError::new(PortErrorKind::FailedPrecondition, "workspace.x: no");
+        assert_eq!(other.into_error("y").code(), codes::RUNTIME_INVALID_REQUEST);
+    }
 }
