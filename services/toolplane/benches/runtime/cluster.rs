@@ -8,9 +8,10 @@
 //!   alternating so load changes hit both alike; the bare echo beside them; the store rows the
 //!   cluster calls wrote, per call (PostgreSQL's own counters);
 //! - calls/s of 32 concurrent host-driven invocations all on one replica against the same 32
-//!   split 16/16 over both (the same calls), with the CPU per call of this process plus the
-//!   PostgreSQL server's. Both replicas run in both cases; on a 2-core machine the ratio measures
-//!   what a second replica costs, not how far replicas scale.
+//!   split 16/16 over both (the same calls), with the CPU per call of this process and of the
+//!   PostgreSQL server; the same invocations on the plane's local runtime as the baseline. Both
+//!   replicas run in every case; on a 2-core machine the replica ratio measures what a second
+//!   replica costs, not how far replicas scale.
 //!
 //! Must never write into the plane's own runtime state: the cluster runtimes have their own data
 //! directories and their own table.
@@ -41,7 +42,7 @@ const TABLE: &str = "runtime_bench";
 const SAMPLES: usize = 1000;
 /// Concurrent host-driven invocations of the throughput part, and the calls each makes.
 const INVOCATIONS: usize = 32;
-const CALLS_PER_INVOCATION: usize = 100;
+const CALLS_PER_INVOCATION: usize = 200;
 
 type Client = RuntimeServiceClient<Channel>;
 
@@ -217,17 +218,14 @@ fn stat_fields(pid: u32) -> Option<Vec<String>> {
     Some(rest.split_whitespace().map(str::to_owned).collect())
 }
 
-/// Rows inserted, updated and deleted in [`TABLE`] so far, as PostgreSQL counts them. A backend
-/// reports its counts up to 10 s after its transactions, so callers wait that long first.
-fn rows_written(server: &pg_server::Server) -> u64 {
+/// The one value `sql` selects, read with `psql` from the benchmark's server.
+fn select(server: &pg_server::Server, sql: &str) -> u64 {
     let out = Command::new("psql")
         .arg("-h")
         .arg(&server.dir)
-        .args(["-p", "5432", "-U", "postgres", "-d", "postgres", "-Atc"])
-        .arg(format!(
-            "SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0) \
-             FROM pg_stat_user_tables WHERE relname = '{TABLE}'"
-        ))
+        .args([
+            "-p", "5432", "-U", "postgres", "-d", "postgres", "-Atc", sql,
+        ])
         .output()
         .unwrap();
     assert!(
@@ -236,6 +234,28 @@ fn rows_written(server: &pg_server::Server) -> u64 {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// Rows inserted, updated and deleted in [`TABLE`] so far, as PostgreSQL counts them. A backend
+/// reports its counts up to 10 s after its transactions, so callers wait that long first.
+fn rows_written(server: &pg_server::Server) -> u64 {
+    select(
+        server,
+        &format!(
+            "SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0) \
+             FROM pg_stat_user_tables WHERE relname = '{TABLE}'"
+        ),
+    )
+}
+
+/// The size in bytes of the largest invocation checkpoint (`held/…`) in [`TABLE`] now.
+fn checkpoint_bytes(server: &pg_server::Server) -> u64 {
+    select(
+        server,
+        &format!(
+            "SELECT coalesce(max(octet_length(bytes)), 0) FROM {TABLE} WHERE key LIKE '%held/%'"
+        ),
+    )
 }
 
 /// How long PostgreSQL may take to count a backend's rows (`PGSTAT_IDLE_INTERVAL`, 10 s).
@@ -249,7 +269,7 @@ pub async fn overhead(plane: &Plane, local: &Client) {
     let a = replica(plane, dir.path(), &connection, "replica-a").await;
     let b = replica(plane, dir.path(), &connection, "replica-b").await;
     latency(server, local.clone(), a.client.clone()).await;
-    throughput(&pg, [a.client.clone(), b.client.clone()]).await;
+    throughput(&pg, local.clone(), [a.client.clone(), b.client.clone()]).await;
     a.server.shutdown().await;
     b.server.shutdown().await;
 }
@@ -307,50 +327,76 @@ async fn latency(server: &pg_server::Server, local: Client, cluster: Client) {
         rows as f64 / calls as f64,
         cluster.runs.len() - 1
     );
+    println!(
+        "an invocation's checkpoint (one row, rewritten twice per turn): {} bytes",
+        checkpoint_bytes(server)
+    );
     cancel(&mut local.rt, local.runs).await;
     cancel(&mut cluster.rt, cluster.runs).await;
 }
 
-/// calls/s with every invocation on the first replica against half on each, alternating
-/// (1, 2, 1, 2) so load changes hit both alike.
-async fn throughput(pg: &PgProcesses, replicas: [Client; 2]) {
-    let mut rates: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-    let mut cpu: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-    for round in 0..4 {
-        let used = round % 2 + 1;
-        let (rate, cpu_per_call) = burst(pg, &replicas[..used]).await;
-        rates[used - 1].push(rate);
-        cpu[used - 1].push(cpu_per_call);
+/// What a burst measured: calls/s, and CPU per call (ms) of this process and of PostgreSQL.
+#[derive(Default, Clone, Copy)]
+struct Burst {
+    rate: f64,
+    process_cpu: f64,
+    pg_cpu: f64,
+}
+
+/// calls/s of the same invocations on the plane's local runtime (the baseline), all on the first
+/// replica, and split over both; the three in turn, twice, so load changes hit them alike.
+async fn throughput(pg: &PgProcesses, local: Client, replicas: [Client; 2]) {
+    let sides: [(&str, Vec<Client>); 3] = [
+        ("the local runtime", vec![local]),
+        ("1 cluster replica", vec![replicas[0].clone()]),
+        ("2 cluster replicas", replicas.to_vec()),
+    ];
+    let mut sums = [Burst::default(); 3];
+    const ROUNDS: usize = 2;
+    for _ in 0..ROUNDS {
+        for (i, (name, clients)) in sides.iter().enumerate() {
+            let b = burst(pg, name, clients).await;
+            sums[i].rate += b.rate / ROUNDS as f64;
+            sums[i].process_cpu += b.process_cpu / ROUNDS as f64;
+            sums[i].pg_cpu += b.pg_cpu / ROUNDS as f64;
+        }
     }
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    for used in [1, 2] {
+    for ((name, _), b) in sides.iter().zip(&sums) {
         println!(
-            "{INVOCATIONS} invocations on {used} replica(s), mean of 2: {:.0} calls/s, {:.3} ms \
-             of CPU per call (this process + PostgreSQL)",
-            mean(&rates[used - 1]),
-            mean(&cpu[used - 1]),
+            "{INVOCATIONS} invocations on {name}, mean of {ROUNDS}: {:.0} calls/s, {:.3} ms of CPU \
+             per call ({:.3} this process + {:.3} PostgreSQL)",
+            b.rate,
+            b.process_cpu + b.pg_cpu,
+            b.process_cpu,
+            b.pg_cpu
         );
     }
+    let cpu = |b: &Burst| b.process_cpu + b.pg_cpu;
+    println!(
+        "1 cluster replica vs local: {:.2}× calls/s, {:.2}× CPU per call",
+        sums[1].rate / sums[0].rate,
+        cpu(&sums[1]) / cpu(&sums[0])
+    );
     println!(
         "2 replicas vs 1: {:.2}× calls/s, {:.2}× CPU per call (on 2 cores: the overhead of a \
          second replica, not scale)",
-        mean(&rates[1]) / mean(&rates[0]),
-        mean(&cpu[1]) / mean(&cpu[0])
+        sums[2].rate / sums[1].rate,
+        cpu(&sums[2]) / cpu(&sums[1])
     );
 }
 
-/// [`INVOCATIONS`] invocations split evenly over `replicas`, each making
+/// [`INVOCATIONS`] invocations split evenly over `runtimes`, each making
 /// [`CALLS_PER_INVOCATION`] calls back to back (alternately `dice.roll` and `read_file`); their
-/// calls/s and the CPU per call of this process plus PostgreSQL. Opening the invocations and
+/// calls/s and the CPU per call of this process and of PostgreSQL. Opening the invocations and
 /// cancelling their runs afterwards are not measured.
-async fn burst(pg: &PgProcesses, replicas: &[Client]) -> (f64, f64) {
+async fn burst(pg: &PgProcesses, name: &str, runtimes: &[Client]) -> Burst {
     let mut clients = Vec::new();
     for i in 0..INVOCATIONS {
-        let mut rt = replicas[i % replicas.len()].clone();
+        let mut rt = runtimes[i % runtimes.len()].clone();
         let (run, inv) = ready(&mut rt).await;
         clients.push((rt, run, inv));
     }
-    let cpu_before = cpu_ms() + pg.cpu_ms();
+    let (process_before, pg_before) = (cpu_ms(), pg.cpu_ms());
     let started = Instant::now();
     let tasks: Vec<_> = clients
         .into_iter()
@@ -373,17 +419,23 @@ async fn burst(pg: &PgProcesses, replicas: &[Client]) -> (f64, f64) {
         done.push(task.await.unwrap());
     }
     let wall = started.elapsed().as_secs_f64();
-    let cpu = cpu_ms() + pg.cpu_ms() - cpu_before;
+    let (process, pg_cpu) = (cpu_ms() - process_before, pg.cpu_ms() - pg_before);
     let calls = (INVOCATIONS * CALLS_PER_INVOCATION) as f64;
-    let (rate, per_call) = (calls / wall, cpu / calls);
+    let b = Burst {
+        rate: calls / wall,
+        process_cpu: process / calls,
+        pg_cpu: pg_cpu / calls,
+    };
     println!(
-        "  {INVOCATIONS} invocations on {} replica(s): {rate:.0} calls/s, {per_call:.3} ms of CPU \
-         per call, {:.2} cores busy",
-        replicas.len(),
-        cpu / 1000.0 / wall
+        "  {INVOCATIONS} invocations on {name}: {:.0} calls/s, {:.3} + {:.3} ms of CPU per call, \
+         {:.2} cores busy",
+        b.rate,
+        b.process_cpu,
+        b.pg_cpu,
+        (process + pg_cpu) / 1000.0 / wall
     );
     for (mut rt, run) in done {
         cancel(&mut rt, vec![run]).await;
     }
-    (rate, per_call)
+    b
 }
