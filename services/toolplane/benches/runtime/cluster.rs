@@ -53,7 +53,8 @@ struct Replica {
 }
 
 /// Starts a cluster-mode runtime named `holder` against the plane's peers, its records in
-/// [`TABLE`] over `connection`, the lease TTL and drain as a deployment's defaults are.
+/// [`TABLE`] over `connection`, the lease TTL a deployment's default (10 s); its drain is short
+/// (1 s) because every run is cancelled before it stops.
 async fn replica(plane: &Plane, dir: &Path, connection: &str, holder: &str) -> Replica {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
