@@ -11,7 +11,11 @@
 //! - only with `TOOLPLANE_BENCH_ONLY=auth`: `ExecuteToolCalls` on a plane with authentication on
 //!   (an agent token on every call) vs the same on a plane with it off (target ≤ 1.05×; `auth.rs`);
 //! - only with `TOOLPLANE_BENCH_ONLY=mcp`: an MCP `tools/call` of `dice.roll` through `/mcp` vs
-//!   the same call through `ExecuteToolCalls` (target ≤ 1.3×; `mcp.rs`).
+//!   the same call through `ExecuteToolCalls` (target ≤ 1.3×; `mcp.rs`);
+//! - only with `TOOLPLANE_BENCH_ONLY=cluster`: `ExecuteToolCalls` through a runtime in cluster
+//!   mode (PostgreSQL store, run leases on) vs the plane's local runtime, and calls/s of 32
+//!   invocations on one replica vs split over two over one store, with the CPU per call
+//!   (`cluster.rs`).
 //!
 //! Run with `cargo bench -p toolplane --bench runtime`.
 
@@ -33,6 +37,8 @@ use toolplane_proto::v1::workspace_service_client::WorkspaceServiceClient;
 
 #[path = "runtime/auth.rs"]
 mod auth;
+#[path = "runtime/cluster.rs"]
+mod cluster;
 #[path = "runtime/mcp.rs"]
 mod mcp;
 
@@ -170,7 +176,8 @@ async fn call<T: Transport>(
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     // `TOOLPLANE_BENCH_ONLY=latency`, `=throughput` or `=auth` runs one part (for profiling it
-    // alone); the authentication part runs only when asked for, with planes of its own.
+    // alone); the authentication part runs only when asked for, with planes of its own, and the
+    // cluster part (`=cluster`) with runtimes of its own beside this plane.
     let only = std::env::var("TOOLPLANE_BENCH_ONLY").unwrap_or_default();
     if only == "auth" {
         auth::overhead().await;
@@ -198,6 +205,9 @@ async fn main() {
     }
     if only == "mcp" {
         mcp::overhead(&mut rt, &plane.metrics_urls()[0]).await;
+    }
+    if only == "cluster" {
+        cluster::overhead(&plane, &rt).await;
     }
     plane.shutdown().await;
 }
