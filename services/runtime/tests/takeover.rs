@@ -82,6 +82,10 @@ async fn a_host_driven_run_whose_driver_died_is_taken_over_at_its_next_turn() {
     let answered = a.first_turn(&opened, &first).await.unwrap();
     let second_turn = answered.next_turn_id.clone().unwrap();
     let inv = opened.invocation.id.clone();
+    // The checkpoint leaves the invocation's snapshot to the run's workspace: B reads it back.
+    let checkpoints = a.rt.held_of_run("default", "to-1").await;
+    assert_eq!(checkpoints.len(), 1);
+    assert!(checkpoints[0].snapshot.is_none());
     let on_b = RuntimeGrpc::new(b.clone());
     let second = turn_calls(&[write("c2", "output/two.md")]);
 

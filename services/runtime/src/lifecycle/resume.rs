@@ -14,16 +14,47 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde_json::json;
+use toolplane_core::snapshot::InvocationToolSnapshot;
 
+use super::runs::scope_of;
 use crate::context::Runtime;
 use crate::state::{
-    ApprovalState, Decision, Driver, Event, Invocation, Run, RunStatus, TurnStage, turn_id,
+    ApprovalState, Decision, Driver, Event, HeldRecord, Invocation, Run, RunRecord, RunStatus,
+    TurnStage, turn_id,
 };
 
 /// Why an approval outside the rebuilt turn lapses.
 const LAPSED: &str = "the runtime restarted while the call was held, and only the held turn of a run's active invocation is kept across a restart";
 
 impl Runtime {
+    /// The invocation snapshot of a stored record: its own (a held turn's), else the one the
+    /// run's workspace keeps at the record's `snapshot_path` (a checkpoint's). `None` (logged)
+    /// when it cannot be read.
+    async fn snapshot_of(
+        &self,
+        r: &HeldRecord,
+        record: &RunRecord,
+    ) -> Option<InvocationToolSnapshot> {
+        if let Some(s) = &r.snapshot {
+            return Some(s.clone());
+        }
+        let read = self
+            .ports
+            .workspace
+            .get_object(&scope_of(record), &r.snapshot_path)
+            .await;
+        let parsed = match read {
+            Ok(Some(bytes)) => serde_json::from_slice(&bytes).map_err(|e| e.to_string()),
+            Ok(None) => Err("it is not stored".to_owned()),
+            Err(e) => Err(e.message),
+        };
+        parsed
+            .inspect_err(|e| {
+                tracing::warn!(invocation = %r.invocation_id, error = %e, "the invocation's snapshot cannot be read back; it cannot be rebuilt");
+            })
+            .ok()
+    }
+
     /// Rebuilds `run`'s held turn, if it has one to resume; false when the run cannot resume
     /// (then it is failed as interrupted, as before). A runtime-driven run resumes only when its
     /// record keeps the loop's conversation.
@@ -44,6 +75,9 @@ impl Runtime {
         if runtime_driven != (record.driver == Driver::Runtime) {
             return false;
         }
+        let Some(snapshot) = self.snapshot_of(&r, &record).await else {
+            return false;
+        };
         run.with_budget(|b| *b = r.run_budget.clone());
         let mut inv = Invocation::new(
             r.invocation_id.clone(),
@@ -51,7 +85,7 @@ impl Runtime {
             record.driver,
             r.snapshot_path.clone(),
             r.profile_version,
-            r.inner(),
+            r.inner(snapshot),
         );
         inv.created_ms = r.created_ms;
         self.insert_invocation(Arc::new(inv));

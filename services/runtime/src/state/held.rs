@@ -33,7 +33,11 @@ pub struct HeldRecord {
     pub created_ms: i64,
     pub snapshot_path: String,
     pub profile_version: u64,
-    pub snapshot: InvocationToolSnapshot,
+    /// Kept in a held turn's record; a checkpoint leaves it out (it is written twice per turn)
+    /// and the invocation's snapshot is read back from the run's workspace (`snapshot_path`)
+    /// when the record is rebuilt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<InvocationToolSnapshot>,
     pub profile: Profile,
     pub format: ProviderFormat,
     pub turn: ToolTurnContract,
@@ -87,7 +91,7 @@ impl HeldRecord {
             created_ms: inv.created_ms,
             snapshot_path: inv.snapshot_path.clone(),
             profile_version: inv.profile_version,
-            snapshot: inner.snapshot.as_ref().clone(),
+            snapshot: (stage == TurnStage::Held).then(|| inner.snapshot.as_ref().clone()),
             profile: inner.profile.clone(),
             format: inner.format,
             turn: inner.turn.clone(),
@@ -103,8 +107,10 @@ impl HeldRecord {
     }
 
     /// The invocation's state as it was when the record was written: open, its turn held, or
-    /// its running turn kept as interrupted (its calls' outcomes unknown), or between turns.
-    pub fn inner(&self) -> InvocationInner {
+    /// its running turn kept as interrupted (its calls' outcomes unknown), or between turns;
+    /// `snapshot` is the record's own, else the one read back from the workspace.
+    pub fn inner(&self, snapshot: InvocationToolSnapshot) -> InvocationInner {
+        let snapshot = self.snapshot.clone().unwrap_or(snapshot);
         let (held, interrupted, unknown_outcome) = match self.stage {
             TurnStage::Held => (Some(self.held.clone()), None, None),
             TurnStage::Running => {
@@ -114,8 +120,8 @@ impl HeldRecord {
             TurnStage::Between => (None, None, None),
         };
         InvocationInner {
-            gate: ToolRequestGate::restored(&self.snapshot, &self.gate),
-            snapshot: Arc::new(self.snapshot.clone()),
+            gate: ToolRequestGate::restored(&snapshot, &self.gate),
+            snapshot: Arc::new(snapshot),
             profile: self.profile.clone(),
             format: self.format,
             turn: self.turn.clone(),

@@ -387,6 +387,10 @@ impl Workspace for Memory {
         self.put_object(object)
     }
 
+    async fn get_object(&self, _run: &RunScope, path: &str) -> Result<Option<Vec<u8>>, PortError> {
+        Ok(self.object(path))
+    }
+
     async fn acquire_run_lease(
         &self,
         run: &RunScope,
