@@ -82,8 +82,27 @@ fn runtime_binary() -> PathBuf {
 }
 
 /// Starts a `toolplane-runtime` process named `name` against the plane's peers, with leases on and
-/// the shared PostgreSQL store, and waits until it serves.
+/// the shared PostgreSQL store, and waits until it serves. Its ports are picked free beforehand;
+/// when another process took one meanwhile, the runtime cannot bind it and exits, and it is
+/// started again on others.
 async fn replica(h: &Harness, dir: &Path, name: &str, pg: &Path) -> Replica {
+    for _ in 0..5 {
+        if let Some(r) = try_replica(h, dir, name, pg).await {
+            return r;
+        }
+    }
+    panic!("runtime {name} did not start: {}", log_tail(dir, name));
+}
+
+/// The last lines a runtime wrote to its log.
+fn log_tail(dir: &Path, name: &str) -> String {
+    let text = std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(10)..].join("\n")
+}
+
+/// One attempt of [`replica`]: `None` when the process exited before it served.
+async fn try_replica(h: &Harness, dir: &Path, name: &str, pg: &Path) -> Option<Replica> {
     let (grpc, http) = (free_port(), free_port());
     let url = format!("http://127.0.0.1:{grpc}");
     let config = dir.join(format!("{name}.toml"));
@@ -113,32 +132,40 @@ async fn replica(h: &Harness, dir: &Path, name: &str, pg: &Path) -> Replica {
         .arg(format!("127.0.0.1:{http}"))
         .env("RUST_LOG", "info,toolplane_runtime::context::held=debug")
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).unwrap());
     for (var, _) in std::env::vars() {
         if var.starts_with("TOOLPLANE_") || var == "PGPASSWORD" {
             command.env_remove(var);
         }
     }
-    let mut replica = Replica {
-        child: command.spawn().unwrap(),
-        url,
-    };
+    let mut child = command.spawn().unwrap();
+    // The runtime prints its line once it holds its ports: only then is the port its own.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.contains("listening on") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    let mut replica = Replica { child, url };
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        if let Some(status) = replica.child.try_wait().unwrap() {
-            panic!("runtime {name} exited with {status}");
+        if rx.try_recv().is_ok() {
+            return Some(replica);
         }
-        if Channel::from_shared(replica.url.clone())
-            .unwrap()
-            .connect()
-            .await
-            .is_ok()
-        {
-            return replica;
+        if replica.child.try_wait().unwrap().is_some() {
+            eprintln!("runtime {name} exited: {}", log_tail(dir, name));
+            return None;
         }
         assert!(Instant::now() < deadline, "runtime {name} not serving");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
