@@ -17,6 +17,7 @@ use support::{Alone, agent, alone_with, calls, eventually, host_turn, scripted, 
 use tonic::{Code, Request};
 use tonic_types::StatusExt;
 use toolplane_core::invocation::ToolInvocation;
+use toolplane_core::result::AgentToolResult;
 use toolplane_model::ProviderFormat;
 use toolplane_proto::v1 as pb;
 use toolplane_proto::v1::runtime_service_server::RuntimeService;
@@ -25,7 +26,7 @@ use toolplane_runtime::context::held::LoopStart;
 use toolplane_runtime::lifecycle::NewRun;
 use toolplane_runtime::runloop;
 use toolplane_runtime::service::RuntimeGrpc;
-use toolplane_runtime::state::{Driver, Event, HeldTurn, RunStatus, TurnStage};
+use toolplane_runtime::state::{AuditObject, Driver, Event, HeldTurn, RunStatus, TurnStage};
 
 /// A runtime with run leases on (long enough not to end by themselves), and a second one over
 /// the same store and peers started before any run exists, as a second replica is.
@@ -171,14 +172,33 @@ async fn a_turn_running_when_its_driver_died_answers_unknown_outcomes_and_reruns
             "workspace_read_file".to_owned(),
             json!({"path": "output/seen.md"}),
         ),
+        write("w2", "output/done.md"),
     ]);
-    // A had started the turn (its checkpoint says so) when it died.
+    // A had started the turn (its checkpoint says so) when it died, and had journalled w2's
+    // result (as if it ran it last, its effect lost with A's workspace call).
+    let calls = decoded(&sent, &inv);
     {
-        let running = HeldTurn::running(1, decoded(&sent, &inv), None);
+        let running = HeldTurn::running(1, calls.clone(), None);
         let mut inner = inv.inner.lock().await;
         a.rt.checkpoint(&inv, &mut inner, TurnStage::Running, &running)
             .await;
     }
+    let w2 = AgentToolResult::ok(&calls[2], "Wrote output/done.md (as A saw it).");
+    let path = "tool-results/a/w2.json".to_owned();
+    let object = AuditObject {
+        path: path.clone(),
+        content: serde_json::to_vec(&json!({"result": w2})).unwrap(),
+        content_type: "application/json",
+    };
+    let done = Event::new(
+        "tool_call_completed",
+        json!({"invocationId": inv.id, "round": 1, "callId": "w2", "isError": false, "resultPath": path}),
+    )
+    .inv(&inv.id);
+    let run = a.rt.run("to-2").unwrap();
+    a.rt.append(&run, 1, vec![object], vec![done])
+        .await
+        .unwrap();
     a.mem.expire_lease("to-2");
 
     // The host sends the same turn again, to B.
@@ -187,7 +207,10 @@ async fn a_turn_running_when_its_driver_died_answers_unknown_outcomes_and_reruns
         .await
         .unwrap();
     let results: Vec<Value> = serde_json::from_str(&answer.result_messages_json).unwrap();
-    assert_eq!(results.len(), 2, "{results:?}");
+    assert_eq!(results.len(), 3, "{results:?}");
+    // A call whose result A journalled is answered with that result, not run again.
+    assert_eq!(results[2]["content"], "Wrote output/done.md (as A saw it).");
+    assert!(a.mem.file("output/done.md").is_none());
     let write_result = results[0]["content"].as_str().unwrap();
     assert!(
         write_result.contains("whether it took effect is unknown"),

@@ -160,6 +160,7 @@ impl Runtime {
             held: None,
             interrupted: None,
             unknown_outcome: None,
+            recovered: Default::default(),
             conversation: None,
             checkpoint_version: None,
         };

@@ -10,10 +10,12 @@
 //! its journal (`tasks`); one still running at the stop is failed as interrupted. Nothing else
 //! of the run is rebuilt: pending approvals outside that turn lapse.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use serde_json::json;
+use serde_json::{Value, json};
+use toolplane_core::builtin;
+use toolplane_core::result::AgentToolResult;
 use toolplane_core::snapshot::InvocationToolSnapshot;
 
 use super::runs::scope_of;
@@ -22,6 +24,10 @@ use crate::state::{
     ApprovalState, Decision, Driver, Event, HeldRecord, Invocation, Run, RunRecord, RunStatus,
     TurnStage, turn_id,
 };
+
+/// How many of a journal's last records are read for an interrupted turn's results: more than
+/// one turn's calls write.
+const RECOVER_WINDOW: u64 = 2_000;
 
 /// Why an approval outside the rebuilt turn lapses.
 const LAPSED: &str = "the runtime restarted while the call was held, and only the held turn of a run's active invocation is kept across a restart";
@@ -55,6 +61,74 @@ impl Runtime {
             .ok()
     }
 
+    /// The results of an interrupted turn's calls that the old driver journalled before it
+    /// stopped (`tool_call_completed` / `tool_call_failed` of the turn's round, read back from
+    /// their `resultPath`), by call id. A finishing call (finish, return, handoff) is not among
+    /// them: its effect is more than its result. The turn's records are the journal's last, so
+    /// only its last [`RECOVER_WINDOW`] records are read.
+    async fn recovered_results(
+        &self,
+        run: &Run,
+        r: &HeldRecord,
+    ) -> HashMap<String, AgentToolResult> {
+        let mut out = HashMap::new();
+        let calls: HashSet<&str> = r
+            .held
+            .calls
+            .iter()
+            .filter(|c| !builtin::is_terminal(&c.tool_id))
+            .map(|c| c.call_id.as_str())
+            .collect();
+        if calls.is_empty() {
+            return out;
+        }
+        let scope = scope_of(&run.snapshot());
+        let end = self.last_seq(run).await;
+        let mut from = end.saturating_sub(RECOVER_WINDOW) + 1;
+        loop {
+            let Ok(page) = self
+                .ports
+                .workspace
+                .read_journal(&run.id, &run.cell, from, 1000)
+                .await
+            else {
+                return out;
+            };
+            for rec in &page.records {
+                if rec.invocation_id != r.invocation_id
+                    || !matches!(
+                        rec.kind.as_str(),
+                        "tool_call_completed" | "tool_call_failed"
+                    )
+                {
+                    continue;
+                }
+                let Ok(p) = serde_json::from_str::<Value>(&rec.payload_json) else {
+                    continue;
+                };
+                let (Some(id), Some(path)) = (p["callId"].as_str(), p["resultPath"].as_str())
+                else {
+                    continue;
+                };
+                if p["round"] != r.held.round || !calls.contains(id) {
+                    continue;
+                }
+                let stored = self.ports.workspace.get_object(&scope, path).await;
+                if let Ok(Some(bytes)) = stored
+                    && let Ok(audit) = serde_json::from_slice::<Value>(&bytes)
+                    && let Ok(result) =
+                        serde_json::from_value::<AgentToolResult>(audit["result"].clone())
+                {
+                    out.insert(id.to_owned(), result);
+                }
+            }
+            if page.at_end || page.records.is_empty() {
+                return out;
+            }
+            from = page.next_seq;
+        }
+    }
+
     /// Rebuilds `run`'s held turn, if it has one to resume; false when the run cannot resume
     /// (then it is failed as interrupted, as before). A runtime-driven run resumes only when its
     /// record keeps the loop's conversation.
@@ -79,13 +153,17 @@ impl Runtime {
             return false;
         };
         run.with_budget(|b| *b = r.run_budget.clone());
+        let mut inner = r.inner(snapshot);
+        if r.stage == TurnStage::Running {
+            inner.recovered = self.recovered_results(run, &r).await;
+        }
         let mut inv = Invocation::new(
             r.invocation_id.clone(),
             Arc::clone(run),
             record.driver,
             r.snapshot_path.clone(),
             r.profile_version,
-            r.inner(snapshot),
+            inner,
         );
         inv.created_ms = r.created_ms;
         self.insert_invocation(Arc::new(inv));

@@ -50,6 +50,15 @@ pub fn in_order(
     None
 }
 
+/// The stored result of a call of an interrupted turn that its old driver journalled before it
+/// stopped: not run again, and not unknown either.
+pub fn recovered(inner: &InvocationInner, call: &ToolInvocation) -> Option<AgentToolResult> {
+    if !inner.outcome_unknown(&call.call_id) {
+        return None;
+    }
+    inner.recovered.get(&call.call_id).cloned()
+}
+
 /// The answer to a call whose outcome is unknown: it was running when the runtime that drove the
 /// run stopped, and this runtime took the run over (docs/runtime.md, "Taking a run over"). It is
 /// not run again — it may have taken effect — unless its tool says running it again is harmless

@@ -108,6 +108,16 @@ impl Decided {
             held: None,
         }
     }
+
+    /// A result known without running the call (an interrupted turn's call its old driver
+    /// journalled).
+    fn known(result: AgentToolResult) -> Self {
+        Decided {
+            d: Dispatched::known(result, crate::tools::Effect::None),
+            stop: None,
+            held: None,
+        }
+    }
 }
 
 /// Runs one turn's decoded calls, made for `cell` (the caller's cell; governance's Zone layer
@@ -171,11 +181,21 @@ async fn run_calls(
         };
         let mut rec = CallRecord::new(inv, inner, &binding, call);
         let refusal = admit::in_order(&binding, call, progress.terminal_done, index == last)
-            .or_else(|| admit::after_held(&binding, call, !out.held.is_empty()))
-            .or_else(|| admit::outcome_unknown(inner, &binding, call));
-        let Decided { mut d, stop, held } = match refusal {
-            Some(refusal) => Decided::answer(refusal),
-            None => decide(rt, inv, inner, &binding, call, cell, &mut rec).await?,
+            .or_else(|| admit::after_held(&binding, call, !out.held.is_empty()));
+        let recovered = refusal
+            .is_none()
+            .then(|| admit::recovered(inner, call))
+            .flatten();
+        let refusal = refusal.or_else(|| {
+            recovered
+                .is_none()
+                .then(|| admit::outcome_unknown(inner, &binding, call))
+                .flatten()
+        });
+        let Decided { mut d, stop, held } = match (refusal, recovered) {
+            (Some(refusal), _) => Decided::answer(refusal),
+            (None, Some(known)) => Decided::known(known),
+            (None, None) => decide(rt, inv, inner, &binding, call, cell, &mut rec).await?,
         };
         if let Some((approval_id, verdict)) = held {
             out.held.push(HeldCall {

@@ -137,6 +137,7 @@ impl HeldRecord {
             held,
             interrupted,
             unknown_outcome,
+            recovered: Default::default(),
             conversation: self.held.conversation.clone(),
             checkpoint_version: None,
         }

@@ -68,6 +68,9 @@ pub struct InvocationInner {
     /// answers them with `tool.outcome_unknown` instead of running them, unless their tool is
     /// marked idempotent or read-only (docs/runtime.md, "Taking a run over").
     pub unknown_outcome: Option<(u32, Vec<String>)>,
+    /// Results of those calls the old driver journalled before it stopped, by call id: their
+    /// outcome is known after all, and the stored result is the answer.
+    pub recovered: std::collections::HashMap<String, toolplane_core::result::AgentToolResult>,
     /// The conversation a rebuilt runtime-driven invocation goes on from (after a restart or a
     /// takeover), taken by the loop when it starts again.
     pub conversation: Option<Conversation>,
