@@ -2,6 +2,12 @@
 //! replica's run has its record under `runs/<cell>/<run>.json`, so any replica answers reads of it
 //! (`GetRun`, `WatchRun`, `ListRuns`) without taking it over, and refuses changes to it with
 //! `runtime.not_owner` (docs/runtime.md, "Over a shared store").
+//!
+//! Two indexes find a record by id alone, each one empty key per entry: `ids/runs/<run>/<cell>`
+//! (written when a run is created), so a caller who names no cell (authentication off) costs
+//! one listing of that prefix, not of every run; and, in cluster mode,
+//! `ids/invocations/<invocation>/<cell>/<run>` (written when an invocation opens), so an
+//! invocation of another runtime's run is found the same way.
 
 use std::sync::Arc;
 
@@ -28,19 +34,22 @@ impl Runtime {
                     .await?
             }
             None => {
-                let name = format!("/{id}.json");
-                let keys = self.stored_run_keys("runs").await?;
-                match keys.iter().find(|k| k.as_str().ends_with(&name)) {
-                    Some(k) => self.read_record(k).await?,
-                    None => None,
+                let mut found = None;
+                for cell in self.indexed(&format!("ids/runs/{id}")).await? {
+                    found = self
+                        .read_record(&key(&format!("runs/{cell}/{id}.json"))?)
+                        .await?;
+                    if found.is_some() {
+                        break;
+                    }
                 }
+                found
             }
         };
         Ok(found.map(|r| Arc::new(Run::new(r, 0))))
     }
 
-    /// The cell and run of invocation `id`, found by its checkpoint (cluster mode: every open
-    /// invocation a run's driver checkpoints, `held/<cell>/<run>/<invocation>.json`); `None` when
+    /// The cell and run of invocation `id` (cluster mode), found by its index entry; `None` when
     /// it has none in `cell` (any cell for `None`).
     pub async fn run_of_invocation(
         &self,
@@ -50,21 +59,42 @@ impl Runtime {
         if id.is_empty() || id.contains('/') {
             return Ok(None);
         }
-        let prefix = match cell {
-            Some(c) => format!("held/{c}"),
-            None => "held".to_owned(),
-        };
-        let name = format!("/{id}.json");
-        for k in self.stored_run_keys(&prefix).await? {
-            let Some(path) = k.as_str().strip_suffix(&name) else {
-                continue;
-            };
-            let mut parts = path.split('/').skip(1);
-            if let (Some(cell), Some(run), None) = (parts.next(), parts.next(), parts.next()) {
-                return Ok(Some((cell.to_owned(), run.to_owned())));
+        for entry in self.indexed(&format!("ids/invocations/{id}")).await? {
+            if let Some((c, run)) = entry.split_once('/')
+                && cell.is_none_or(|own| own == c)
+            {
+                return Ok(Some((c.to_owned(), run.to_owned())));
             }
         }
         Ok(None)
+    }
+
+    /// Adds `<prefix>/<entry>` to an index (an empty object; already there is fine).
+    pub async fn index(&self, prefix: &str, entry: &str) -> Result<(), RuntimeError> {
+        match self
+            .store()
+            .put_create(&key(&format!("{prefix}/{entry}"))?, Vec::new())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.code() == "store.already_exists" => Ok(()),
+            Err(e) => Err(RuntimeError::dependency(format!("indexing {prefix}: {e}"))),
+        }
+    }
+
+    /// The entries of an index (the key paths below `prefix`), at most a page of them.
+    async fn indexed(&self, prefix: &str) -> Result<Vec<String>, RuntimeError> {
+        let page = self
+            .store()
+            .list(Some(&key(prefix)?), None, 100)
+            .await
+            .map_err(|e| RuntimeError::dependency(format!("reading {prefix}: {e}")))?;
+        let strip = format!("{prefix}/");
+        Ok(page
+            .keys
+            .iter()
+            .filter_map(|k| k.as_str().strip_prefix(&strip).map(str::to_owned))
+            .collect())
     }
 
     /// The runs (cell, run) that have an invocation checkpoint stored: the open runs of every

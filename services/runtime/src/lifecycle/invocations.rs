@@ -138,6 +138,11 @@ impl Runtime {
             content: snapshot_bytes,
             content_type: "application/json",
         };
+        if self.checkpoints_on() {
+            let entry = format!("{}/{}", run.cell, run.id);
+            self.index(&format!("ids/invocations/{invocation_id}"), &entry)
+                .await?;
+        }
         self.append(run, record.epoch, vec![snapshot_object], events)
             .await?;
         self.take_over(run, &record, &invocation_id, &exit).await?;

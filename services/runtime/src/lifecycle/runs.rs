@@ -134,6 +134,8 @@ impl Runtime {
             record.holder_url = self.cfg.cluster.advertise.clone();
         }
         let run = Arc::new(Run::new(record.clone(), 1));
+        self.index(&format!("ids/runs/{}", c.run_id), &c.cell_id)
+            .await?;
         self.persist_run(&run).await?;
         self.insert_run(run.clone());
         let events = first_events(&record, &created);
