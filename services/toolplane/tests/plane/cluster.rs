@@ -313,11 +313,19 @@ async fn check_journals(h: &mut Harness, ids: &[String]) -> usize {
             assert!(t["epoch"].as_u64() > t["fromEpoch"].as_u64(), "{t}");
         }
         taken += usize::from(!takeovers.is_empty());
-        assert_eq!(
-            h.object(id, "output/two.md").await.as_deref(),
-            Some(&b"2"[..]),
-            "{id}"
-        );
+        // A write running when its driver died, and not journalled by it, is answered
+        // `tool.outcome_unknown` and not run again: its file may be missing then, never else.
+        let unknown = journal
+            .iter()
+            .filter(|e| e.r#type == "tool_call_failed")
+            .any(|e| payload(e)["errorCode"] == "tool.outcome_unknown");
+        if !unknown {
+            assert_eq!(
+                h.object(id, "output/two.md").await.as_deref(),
+                Some(&b"2"[..]),
+                "{id}"
+            );
+        }
     }
     taken
 }
