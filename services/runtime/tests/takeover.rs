@@ -519,6 +519,48 @@ async fn a_run_whose_driver_died_after_its_finish_call_is_finished_by_the_other_
 }
 
 #[tokio::test]
+async fn a_finish_running_when_its_driver_died_is_run_again() {
+    let (a, b) = replicas().await;
+    let opened = a.host_run("to-10", "writer").await;
+    let inv = Arc::clone(&opened.invocation);
+    let sent = turn_calls(&[(
+        "f1".to_owned(),
+        "workspace_finish".to_owned(),
+        json!({"summary": "done"}),
+    )]);
+    {
+        let running = HeldTurn::running(1, decoded(&sent, &inv), None);
+        let mut inner = inv.inner.lock().await;
+        a.rt.checkpoint(&inv, &mut inner, TurnStage::Running, &running)
+            .await;
+    }
+    a.mem.expire_lease("to-10");
+
+    // Finishing only decides the end: B runs it again instead of answering "unknown".
+    let answer = execute(
+        &RuntimeGrpc::new(b.clone()),
+        &inv.id,
+        &opened.turn_id,
+        &sent,
+    )
+    .await
+    .unwrap();
+    assert!(
+        !answer
+            .result_messages_json
+            .contains("whether it took effect is unknown"),
+        "{}",
+        answer.result_messages_json
+    );
+    let kinds = a.mem.kinds("to-10");
+    let last_call = a.mem.payloads("to-10", "tool_call_started");
+    assert!(
+        last_call.iter().any(|p| p["callId"] == "f1"),
+        "the finish was run: {kinds:?}"
+    );
+}
+
+#[tokio::test]
 async fn a_stopping_runtime_hands_its_runs_over_at_once() {
     let (a, b) = replicas().await;
     let opened = a.host_run("to-4", "writer").await;

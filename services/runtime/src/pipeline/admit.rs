@@ -62,7 +62,7 @@ pub fn recovered(inner: &InvocationInner, call: &ToolInvocation) -> Option<Agent
 /// The answer to a call whose outcome is unknown: it was running when the runtime that drove the
 /// run stopped, and this runtime took the run over (docs/runtime.md, "Taking a run over"). It is
 /// not run again — it may have taken effect — unless its tool says running it again is harmless
-/// (MCP's `idempotentHint` or `readOnlyHint`).
+/// (MCP's `idempotentHint` or `readOnlyHint`), or it is `workspace.finish`.
 pub fn outcome_unknown(
     inner: &InvocationInner,
     binding: &ToolBinding,
@@ -73,6 +73,11 @@ pub fn outcome_unknown(
     }
     let hints = binding.descriptor.annotations();
     if hints.idempotent_hint == Some(true) || hints.read_only_hint == Some(true) {
+        return None;
+    }
+    // `workspace.finish` only decides the invocation's end (the end itself is journalled after
+    // it): running it again is harmless.
+    if call.tool_id.is_builtin(builtin::WORKSPACE_FINISH) {
         return None;
     }
     Some(AgentToolResult::error(
