@@ -150,6 +150,21 @@ async fn open<T: Transport>(rt: &mut RuntimeServiceClient<T>) -> Inv {
     }
 }
 
+/// One timed `read_file`, then one timed `dice.roll`, as calls `n` and `n + 1` of `inv`.
+async fn timed_pair<T: Transport>(
+    rt: &mut RuntimeServiceClient<T>,
+    inv: &mut Inv,
+    n: usize,
+) -> (Duration, Duration) {
+    let t = Instant::now();
+    let path = json!({"path": "output/a.md"});
+    call(rt, inv, n, "workspace_read_file", path).await;
+    let read = t.elapsed();
+    let t = Instant::now();
+    call(rt, inv, n + 1, "dice_roll", json!({"notation": "3d6+4"})).await;
+    (read, t.elapsed())
+}
+
 async fn call<T: Transport>(
     rt: &mut RuntimeServiceClient<T>,
     inv: &mut Inv,

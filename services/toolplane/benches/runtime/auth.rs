@@ -18,7 +18,7 @@ use toolplane_auth::{Authenticator, NewToken, Role, TokenStore};
 use toolplane_proto::v1::runtime_service_client::RuntimeServiceClient;
 use toolplane_serve::auth::{DEFAULT_CELL, open_token_store};
 
-use crate::{Inv, SAMPLES, call, channel, median, open, put_bench_profile};
+use crate::{Inv, SAMPLES, call, channel, median, open, put_bench_profile, timed_pair};
 
 /// Adds `authorization` to every request, when there is one.
 #[derive(Clone)]
@@ -74,21 +74,7 @@ impl Side {
             self.inv = fresh(&mut self.rt).await;
             self.n = 1;
         }
-        let t = Instant::now();
-        let path = json!({"path": "output/a.md"});
-        call(
-            &mut self.rt,
-            &mut self.inv,
-            self.n,
-            "workspace_read_file",
-            path,
-        )
-        .await;
-        let r = t.elapsed();
-        let t = Instant::now();
-        let dice = json!({"notation": "3d6+4"});
-        call(&mut self.rt, &mut self.inv, self.n + 1, "dice_roll", dice).await;
-        let d = t.elapsed();
+        let (r, d) = timed_pair(&mut self.rt, &mut self.inv, self.n).await;
         self.n += 2;
         if keep {
             self.read.push(r);

@@ -31,7 +31,7 @@ use toolplane_proto::v1::runtime_service_client::RuntimeServiceClient;
 use toolplane_runtime::config::ClusterConfig;
 use toolplane_serve::auth::DEFAULT_CELL;
 
-use crate::{Inv, call, channel, cpu_ms, create_run, median};
+use crate::{Inv, call, channel, cpu_ms, create_run, median, timed_pair};
 
 #[path = "../../../../libs/toolplane-store/tests/pg_server/mod.rs"]
 mod pg_server;
@@ -149,21 +149,7 @@ impl Side {
             self.inv = inv;
             self.n = 1;
         }
-        let t = Instant::now();
-        let path = json!({"path": "output/a.md"});
-        call(
-            &mut self.rt,
-            &mut self.inv,
-            self.n,
-            "workspace_read_file",
-            path,
-        )
-        .await;
-        let r = t.elapsed();
-        let t = Instant::now();
-        let dice = json!({"notation": "3d6+4"});
-        call(&mut self.rt, &mut self.inv, self.n + 1, "dice_roll", dice).await;
-        let d = t.elapsed();
+        let (r, d) = timed_pair(&mut self.rt, &mut self.inv, self.n).await;
         self.n += 2;
         if keep {
             self.read.push(r);
