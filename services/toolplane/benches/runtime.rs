@@ -150,19 +150,60 @@ async fn open<T: Transport>(rt: &mut RuntimeServiceClient<T>) -> Inv {
     }
 }
 
-/// One timed `read_file`, then one timed `dice.roll`, as calls `n` and `n + 1` of `inv`.
-async fn timed_pair<T: Transport>(
-    rt: &mut RuntimeServiceClient<T>,
-    inv: &mut Inv,
+/// One side's latency samples: how many calls its current invocation has had, and the times of
+/// its `read_file` and `dice.roll` calls.
+struct Samples {
     n: usize,
-) -> (Duration, Duration) {
-    let t = Instant::now();
-    let path = json!({"path": "output/a.md"});
-    call(rt, inv, n, "workspace_read_file", path).await;
-    let read = t.elapsed();
-    let t = Instant::now();
-    call(rt, inv, n + 1, "dice_roll", json!({"notation": "3d6+4"})).await;
-    (read, t.elapsed())
+    read: Vec<Duration>,
+    dice: Vec<Duration>,
+}
+
+impl Samples {
+    fn new() -> Samples {
+        Samples {
+            n: 1,
+            read: Vec::new(),
+            dice: Vec::new(),
+        }
+    }
+
+    /// Whether the invocation has had its share of calls: the side opens a fresh one (and calls
+    /// [`Samples::restart`]) before its next round.
+    fn spent(&self) -> bool {
+        self.n > 900
+    }
+
+    fn restart(&mut self) {
+        self.n = 1;
+    }
+
+    /// One timed `read_file`, then one timed `dice.roll`, on `inv`; kept after the warm-up.
+    async fn round<T: Transport>(
+        &mut self,
+        rt: &mut RuntimeServiceClient<T>,
+        inv: &mut Inv,
+        keep: bool,
+    ) {
+        let t = Instant::now();
+        let path = json!({"path": "output/a.md"});
+        call(rt, inv, self.n, "workspace_read_file", path).await;
+        let read = t.elapsed();
+        let t = Instant::now();
+        call(
+            rt,
+            inv,
+            self.n + 1,
+            "dice_roll",
+            json!({"notation": "3d6+4"}),
+        )
+        .await;
+        let dice = t.elapsed();
+        self.n += 2;
+        if keep {
+            self.read.push(read);
+            self.dice.push(dice);
+        }
+    }
 }
 
 async fn call<T: Transport>(

@@ -18,7 +18,7 @@ use toolplane_auth::{Authenticator, NewToken, Role, TokenStore};
 use toolplane_proto::v1::runtime_service_client::RuntimeServiceClient;
 use toolplane_serve::auth::{DEFAULT_CELL, open_token_store};
 
-use crate::{Inv, SAMPLES, call, channel, median, open, put_bench_profile, timed_pair};
+use crate::{Inv, SAMPLES, Samples, call, channel, median, open, put_bench_profile};
 
 /// Adds `authorization` to every request, when there is one.
 #[derive(Clone)]
@@ -45,9 +45,7 @@ struct Side {
     plane: Plane,
     rt: Client,
     inv: Inv,
-    n: usize,
-    read: Vec<Duration>,
-    dice: Vec<Duration>,
+    samples: Samples,
 }
 
 impl Side {
@@ -62,24 +60,17 @@ impl Side {
             plane,
             rt,
             inv,
-            n: 1,
-            read: Vec::new(),
-            dice: Vec::new(),
+            samples: Samples::new(),
         }
     }
 
     /// One `read_file` and one `dice.roll`, timed; kept after the warm-up.
     async fn round(&mut self, keep: bool) {
-        if self.n > 900 {
+        if self.samples.spent() {
             self.inv = fresh(&mut self.rt).await;
-            self.n = 1;
+            self.samples.restart();
         }
-        let (r, d) = timed_pair(&mut self.rt, &mut self.inv, self.n).await;
-        self.n += 2;
-        if keep {
-            self.read.push(r);
-            self.dice.push(d);
-        }
+        self.samples.round(&mut self.rt, &mut self.inv, keep).await;
     }
 }
 
@@ -148,8 +139,8 @@ pub async fn overhead() {
         t_uncached.push(t.elapsed());
     }
     for (what, off_t, on_t) in [
-        ("read_file", &off.read, &on.read),
-        ("dice.roll", &off.dice, &on.dice),
+        ("read_file", &off.samples.read, &on.samples.read),
+        ("dice.roll", &off.samples.dice, &on.samples.dice),
     ] {
         let (off_m, on_m) = (median(off_t.clone()), median(on_t.clone()));
         let ratio = on_m.as_secs_f64() / off_m.as_secs_f64();

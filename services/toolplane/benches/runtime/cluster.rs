@@ -31,7 +31,7 @@ use toolplane_proto::v1::runtime_service_client::RuntimeServiceClient;
 use toolplane_runtime::config::ClusterConfig;
 use toolplane_serve::auth::DEFAULT_CELL;
 
-use crate::{Inv, call, channel, cpu_ms, create_run, median, timed_pair};
+use crate::{Inv, Samples, call, channel, cpu_ms, create_run, median};
 
 #[path = "../../../../libs/toolplane-store/tests/pg_server/mod.rs"]
 mod pg_server;
@@ -123,9 +123,7 @@ struct Side {
     rt: Client,
     runs: Vec<String>,
     inv: Inv,
-    n: usize,
-    read: Vec<Duration>,
-    dice: Vec<Duration>,
+    samples: Samples,
 }
 
 impl Side {
@@ -135,26 +133,19 @@ impl Side {
             rt,
             runs: vec![run],
             inv,
-            n: 1,
-            read: Vec::new(),
-            dice: Vec::new(),
+            samples: Samples::new(),
         }
     }
 
     /// One `read_file` and one `dice.roll`, timed; kept after the warm-up.
     async fn round(&mut self, keep: bool) {
-        if self.n > 900 {
+        if self.samples.spent() {
             let (run, inv) = ready(&mut self.rt).await;
             self.runs.push(run);
             self.inv = inv;
-            self.n = 1;
+            self.samples.restart();
         }
-        let (r, d) = timed_pair(&mut self.rt, &mut self.inv, self.n).await;
-        self.n += 2;
-        if keep {
-            self.read.push(r);
-            self.dice.push(d);
-        }
+        self.samples.round(&mut self.rt, &mut self.inv, keep).await;
     }
 }
 
@@ -295,8 +286,8 @@ async fn latency(server: &pg_server::Server, local: Client, cluster: Client) {
     let echo_m = median(t_echo);
     println!("echo p50 {echo_m:?}");
     for (what, local_t, cluster_t) in [
-        ("read_file", &local.read, &cluster.read),
-        ("dice.roll", &local.dice, &cluster.dice),
+        ("read_file", &local.samples.read, &cluster.samples.read),
+        ("dice.roll", &local.samples.dice, &cluster.samples.dice),
     ] {
         let (local_m, cluster_m) = (median(local_t.clone()), median(cluster_t.clone()));
         println!(
