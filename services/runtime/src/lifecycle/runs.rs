@@ -353,6 +353,10 @@ impl Runtime {
         if before.status.is_terminal() || !run.begin_end() {
             return Ok(());
         }
+        // A run this runtime no longer drives is ended by its new driver, never here.
+        if run.lease_lost() {
+            return Err(crate::context::journal::lease_lost(run));
+        }
         // Delegated tasks still running stop at their next step.
         run.agents.cancel(None);
         // Calls still held can no longer run.

@@ -217,10 +217,12 @@ impl Runtime {
         }
         for run in self.runs() {
             let record = run.snapshot();
-            if record.status.is_terminal() || !run.lose_lease() {
+            // The end is claimed before the lease is given up: a loop that sees its lease lost
+            // then ends nothing, and a run whose own end is under way is left to it.
+            if record.status.is_terminal() || run.lease_lost() || !run.begin_end() {
                 continue;
             }
-            run.begin_end();
+            run.lose_lease();
             run.agents.cancel(None);
             run.cancel();
             let scope = RunScope {
