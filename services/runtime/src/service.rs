@@ -25,13 +25,26 @@ use crate::state::{
 };
 use toolplane_proto::idempotency::Replays;
 
+/// What a request about a run or an invocation acts on here (`cells::Target::Here`), or — when
+/// another runtime drives the run — that runtime's answer to the request `$r`, sent on through
+/// `$forward` as `$method` with the caller's credential (`cells::Target::Forward`).
+macro_rules! here_or_forward {
+    ($forward:expr, $target:expr, $origin:ident, $method:ident($r:ident)) => {
+        match $target.await? {
+            cells::Target::Here(found) => found,
+            cells::Target::Forward(url) => {
+                return $forward.client(&url)?.$method($origin.request($r)).await;
+            }
+        }
+    };
+}
+
 mod approvals;
 mod cells;
 pub mod forward;
 mod messages;
 mod turns;
 
-use cells::Target;
 use forward::{Forwarder, Origin};
 use messages::{budget_pb, exit_policy, inv_status_pb, invocation_pb, run_response};
 pub use messages::{run_pb, status_pb};
@@ -219,16 +232,12 @@ impl RuntimeService for RuntimeGrpc {
         let caller = cells::caller(&request);
         let origin = Origin::of(&request);
         let r = request.into_inner();
-        let run = match cells::driven_run(&self.rt, &caller, &r.run_id, &origin).await? {
-            Target::Here(run) => run,
-            Target::Forward(url) => {
-                return self
-                    .forward
-                    .client(&url)?
-                    .cancel_run(origin.request(r))
-                    .await;
-            }
-        };
+        let run = here_or_forward!(
+            self.forward,
+            cells::driven_run(&self.rt, &caller, &r.run_id, &origin),
+            origin,
+            cancel_run(r)
+        );
         self.rt.cancel_run(&run, &r.reason).await?;
         Ok(Response::new(pb::CancelRunResponse {
             run: Some(run_response(&self.rt, &run).await),
@@ -288,16 +297,12 @@ impl RuntimeService for RuntimeGrpc {
         let caller = cells::caller(&request);
         let origin = Origin::of(&request);
         let r = request.into_inner();
-        let run = match cells::driven_run(&self.rt, &caller, &r.run_id, &origin).await? {
-            Target::Here(run) => run,
-            Target::Forward(url) => {
-                return self
-                    .forward
-                    .client(&url)?
-                    .open_invocation(origin.request(r))
-                    .await;
-            }
-        };
+        let run = here_or_forward!(
+            self.forward,
+            cells::driven_run(&self.rt, &caller, &r.run_id, &origin),
+            origin,
+            open_invocation(r)
+        );
         if let Some(e) = r.epoch
             && e != 0
             && e < run.epoch()
@@ -347,17 +352,12 @@ impl RuntimeService for RuntimeGrpc {
             ))
             .into());
         }
-        let inv =
-            match cells::driven_invocation(&self.rt, &caller, &r.invocation_id, &origin).await? {
-                Target::Here(inv) => inv,
-                Target::Forward(url) => {
-                    return self
-                        .forward
-                        .client(&url)?
-                        .execute_tool_calls(origin.request(r))
-                        .await;
-                }
-            };
+        let inv = here_or_forward!(
+            self.forward,
+            cells::driven_invocation(&self.rt, &caller, &r.invocation_id, &origin),
+            origin,
+            execute_tool_calls(r)
+        );
         let format = convert::provider_format(r.provider_format)?;
         let calls: Value = serde_json::from_str(&r.calls_json).map_err(|e| {
             RuntimeError::new(
@@ -424,17 +424,12 @@ impl RuntimeService for RuntimeGrpc {
         let caller = cells::caller(&request);
         let origin = Origin::of(&request);
         let r = request.into_inner();
-        let inv =
-            match cells::driven_invocation(&self.rt, &caller, &r.invocation_id, &origin).await? {
-                Target::Here(inv) => inv,
-                Target::Forward(url) => {
-                    return self
-                        .forward
-                        .client(&url)?
-                        .close_invocation(origin.request(r))
-                        .await;
-                }
-            };
+        let inv = here_or_forward!(
+            self.forward,
+            cells::driven_invocation(&self.rt, &caller, &r.invocation_id, &origin),
+            origin,
+            close_invocation(r)
+        );
         self.rt.close_invocation(&inv, &r.reason, r.epoch).await?;
         Ok(Response::new(pb::CloseInvocationResponse {
             invocation: Some(invocation_pb(&inv).await),
@@ -448,17 +443,12 @@ impl RuntimeService for RuntimeGrpc {
         let caller = cells::caller(&request);
         let origin = Origin::of(&request);
         let r = request.into_inner();
-        let inv =
-            match cells::driven_invocation(&self.rt, &caller, &r.invocation_id, &origin).await? {
-                Target::Here(inv) => inv,
-                Target::Forward(url) => {
-                    return self
-                        .forward
-                        .client(&url)?
-                        .get_invocation(origin.request(r))
-                        .await;
-                }
-            };
+        let inv = here_or_forward!(
+            self.forward,
+            cells::driven_invocation(&self.rt, &caller, &r.invocation_id, &origin),
+            origin,
+            get_invocation(r)
+        );
         Ok(Response::new(pb::GetInvocationResponse {
             invocation: Some(invocation_pb(&inv).await),
         }))

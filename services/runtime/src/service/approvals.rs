@@ -93,14 +93,12 @@ pub async fn decide(
     let caller = cells::caller(&request);
     let origin = Origin::of(&request);
     let r = request.into_inner();
-    if let cells::Target::Forward(url) =
-        approval_target(rt, &caller, &r.approval_id, &origin).await?
-    {
-        return forward
-            .client(&url)?
-            .decide_approval(origin.request(r))
-            .await;
-    }
+    here_or_forward!(
+        forward,
+        approval_target(rt, &caller, &r.approval_id, &origin),
+        origin,
+        decide_approval(r)
+    );
     check_text("reason", &r.reason)?;
     let by = decider(&caller);
     let decision = if r.approve {
@@ -131,14 +129,12 @@ pub async fn answer(
     let caller = cells::caller(&request);
     let origin = Origin::of(&request);
     let r = request.into_inner();
-    if let cells::Target::Forward(url) =
-        approval_target(rt, &caller, &r.approval_id, &origin).await?
-    {
-        return forward
-            .client(&url)?
-            .answer_question(origin.request(r))
-            .await;
-    }
+    here_or_forward!(
+        forward,
+        approval_target(rt, &caller, &r.approval_id, &origin),
+        origin,
+        answer_question(r)
+    );
     check_text("answer", &r.answer)?;
     let decision = Decision::Answer {
         by: decider(&caller),
@@ -160,15 +156,12 @@ pub async fn collect(
     let caller = cells::caller(&request);
     let origin = Origin::of(&request);
     let r = request.into_inner();
-    let inv = match cells::driven_invocation(rt, &caller, &r.invocation_id, &origin).await? {
-        cells::Target::Here(inv) => inv,
-        cells::Target::Forward(url) => {
-            return forward
-                .client(&url)?
-                .collect_tool_results(origin.request(r))
-                .await;
-        }
-    };
+    let inv = here_or_forward!(
+        forward,
+        cells::driven_invocation(rt, &caller, &r.invocation_id, &origin),
+        origin,
+        collect_tool_results(r)
+    );
     let format = inv.inner.lock().await.format;
     let wait = Duration::from_millis(u64::from(r.wait_ms));
     let turn = rt
