@@ -1,7 +1,7 @@
 //! Approvals in the runtime's store: each record under `approvals/<cell>/<id>.json`, written
 //! whenever it changes (held, decided, started), and read back into the book at start.
 
-use toolplane_store::{Key, Precondition};
+use toolplane_store::Precondition;
 
 use super::{Runtime, key};
 use crate::error::RuntimeError;
@@ -42,38 +42,17 @@ impl Runtime {
 
     /// Every stored approval, read back into the book (at start, before runs are recovered).
     pub async fn load_approvals(&self) -> Vec<Approval> {
-        let Ok(prefix) = key("approvals") else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        let mut after: Option<Key> = None;
-        loop {
-            let page = match self.store().list(Some(&prefix), after.as_ref(), 1000).await {
-                Ok(p) => p,
-                Err(e) => {
-                    tracing::warn!(error = %e, "listing approvals failed");
-                    return out;
-                }
-            };
-            for k in &page.keys {
-                if let Ok(Some(obj)) = self.store().get(k).await
-                    && let Ok(a) = serde_json::from_slice::<Approval>(&obj.bytes)
-                {
-                    self.approvals.insert(a.clone());
-                    out.push(a);
-                }
-            }
-            match page.next_start_after {
-                Some(n) => after = Some(n),
-                None => return out,
-            }
+        let all = self.approvals_under("approvals").await;
+        for a in &all {
+            self.approvals.insert(a.clone());
         }
+        all
     }
 
     /// The approvals of run `run` of `cell` still pending in the store, read into the book (a
     /// run taken over from another runtime).
     pub async fn load_run_approvals(&self, cell: &str, run: &str) {
-        for a in self.stored_approvals(cell).await {
+        for a in self.approvals_under(&format!("approvals/{cell}")).await {
             if a.run_id == run && a.state == crate::state::ApprovalState::Pending {
                 self.approvals.insert(a);
             }
@@ -98,27 +77,20 @@ impl Runtime {
         serde_json::from_slice(&obj.bytes).ok()
     }
 
-    async fn stored_approvals(&self, cell: &str) -> Vec<Approval> {
-        let Ok(prefix) = key(&format!("approvals/{cell}")) else {
-            return Vec::new();
-        };
+    /// The approvals stored under `prefix` (unreadable ones skipped).
+    async fn approvals_under(&self, prefix: &str) -> Vec<Approval> {
+        let keys = self.list_keys(prefix).await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "listing approvals failed");
+            Vec::new()
+        });
         let mut out = Vec::new();
-        let mut after: Option<Key> = None;
-        loop {
-            let Ok(page) = self.store().list(Some(&prefix), after.as_ref(), 1000).await else {
-                return out;
-            };
-            for k in &page.keys {
-                if let Ok(Some(obj)) = self.store().get(k).await
-                    && let Ok(a) = serde_json::from_slice::<Approval>(&obj.bytes)
-                {
-                    out.push(a);
-                }
-            }
-            match page.next_start_after {
-                Some(n) => after = Some(n),
-                None => return out,
+        for k in &keys {
+            if let Ok(Some(obj)) = self.store().get(k).await
+                && let Ok(a) = serde_json::from_slice::<Approval>(&obj.bytes)
+            {
+                out.push(a);
             }
         }
+        out
     }
 }

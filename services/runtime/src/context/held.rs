@@ -230,25 +230,11 @@ impl Runtime {
     }
 
     async fn held_keys(&self, cell: &str, run: &str) -> Vec<Key> {
-        let Ok(prefix) = key(&format!("held/{cell}/{run}")) else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        let mut after: Option<Key> = None;
-        loop {
-            match self.store().list(Some(&prefix), after.as_ref(), 1000).await {
-                Ok(page) => {
-                    out.extend(page.keys);
-                    match page.next_start_after {
-                        Some(n) => after = Some(n),
-                        None => return out,
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(run, error = %e, "listing held turns failed");
-                    return out;
-                }
-            }
-        }
+        self.list_keys(&format!("held/{cell}/{run}"))
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!(run, error = %e, "listing held turns failed");
+                Vec::new()
+            })
     }
 }

@@ -101,7 +101,7 @@ impl Runtime {
     /// runtime over the store (cluster mode).
     pub async fn checkpointed_runs(&self) -> Result<Vec<(String, String)>, RuntimeError> {
         let mut out: Vec<(String, String)> = Vec::new();
-        for k in self.stored_run_keys("held").await? {
+        for k in self.list_keys("held").await? {
             let mut parts = k.as_str().split('/').skip(1);
             if let (Some(cell), Some(run)) = (parts.next(), parts.next())
                 && !out.iter().any(|(c, r)| c == cell && r == run)
@@ -120,7 +120,7 @@ impl Runtime {
             format!("runs/{cell}")
         };
         let mut out = Vec::new();
-        for k in self.stored_run_keys(&prefix).await? {
+        for k in self.list_keys(&prefix).await? {
             if let Some(r) = self.read_record(&k).await? {
                 out.push(r);
             }
@@ -128,7 +128,8 @@ impl Runtime {
         Ok(out)
     }
 
-    async fn stored_run_keys(&self, prefix: &str) -> Result<Vec<Key>, RuntimeError> {
+    /// Every key under `prefix`, page after page.
+    pub(crate) async fn list_keys(&self, prefix: &str) -> Result<Vec<Key>, RuntimeError> {
         let prefix = key(prefix)?;
         let mut keys = Vec::new();
         let mut after: Option<Key> = None;
