@@ -68,10 +68,23 @@ pub struct Runtime {
     pub takeovers: tokio::sync::Mutex<()>,
     /// Runs (`<cell>/<run>`) this process is creating: their lease is taken and their start
     /// may be stored before their record is, and the takeover sweep leaves them alone.
-    pub creating: Mutex<std::collections::HashSet<String>>,
+    creating: Mutex<std::collections::HashSet<String>>,
 }
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+/// A run being created (see [`Runtime::creating`]).
+#[derive(Debug)]
+pub struct Creating<'a> {
+    rt: &'a Runtime,
+    key: String,
+}
+
+impl Drop for Creating<'_> {
+    fn drop(&mut self) {
+        lock(&self.rt.creating).remove(&self.key);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     match m.lock() {
         Ok(g) => g,
         Err(p) => p.into_inner(),
@@ -113,6 +126,20 @@ impl Runtime {
         });
         let _ = rt.me.set(Arc::downgrade(&rt));
         rt
+    }
+
+    /// Marks run `run` of `cell` as being created here until the guard is dropped (created, or
+    /// failed): see [`Runtime::is_creating`].
+    pub fn creating(&self, cell: &str, run: &str) -> Creating<'_> {
+        let key = format!("{cell}/{run}");
+        lock(&self.creating).insert(key.clone());
+        Creating { rt: self, key }
+    }
+
+    /// Whether this process is creating run `run` of `cell`: its lease is taken and its start may
+    /// be stored before its record is.
+    pub fn is_creating(&self, cell: &str, run: &str) -> bool {
+        lock(&self.creating).contains(&format!("{cell}/{run}"))
     }
 
     /// Starts draining: no new runs from now on (`runtime.draining`).

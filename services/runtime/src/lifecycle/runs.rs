@@ -12,8 +12,8 @@ use toolplane_store::Key;
 
 use crate::context::Runtime;
 use crate::context::held::LoopStart;
+use crate::context::key;
 use crate::context::ports::{CreatedWorkspace, NewRunWorkspace, RunScope};
-use crate::context::{key, lock};
 use crate::error::RuntimeError;
 use crate::lifecycle::ended::{finishing, journalled_end};
 use crate::state::{
@@ -73,26 +73,6 @@ fn valid_id(what: &str, id: &str) -> Result<(), RuntimeError> {
     }
 }
 
-/// A run in [`Runtime::creating`] until this is dropped (created, or failed).
-struct Creating<'a> {
-    rt: &'a Runtime,
-    key: String,
-}
-
-impl<'a> Creating<'a> {
-    fn new(rt: &'a Runtime, cell: &str, run: &str) -> Self {
-        let key = format!("{cell}/{run}");
-        lock(&rt.creating).insert(key.clone());
-        Creating { rt, key }
-    }
-}
-
-impl Drop for Creating<'_> {
-    fn drop(&mut self) {
-        lock(&self.rt.creating).remove(&self.key);
-    }
-}
-
 /// A new run's ids and plan node policy, checked before anything is created.
 struct Checked {
     run_id: String,
@@ -105,7 +85,7 @@ impl Runtime {
     /// Creates a run: its workspace, its record and its first journal records.
     pub async fn create_run(&self, p: NewRun) -> Result<Arc<Run>, RuntimeError> {
         let c = self.check_new_run(&p)?;
-        let _creating = Creating::new(self, &c.cell_id, &c.run_id);
+        let _creating = self.creating(&c.cell_id, &c.run_id);
         // With leases on, the run is this runtime's from before its workspace exists.
         let epoch = self.take_run_lease(&c.cell_id, &c.run_id).await?;
         if let Some(start) = &p.loop_start {

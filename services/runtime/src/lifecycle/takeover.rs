@@ -172,7 +172,7 @@ impl Runtime {
     /// run has no record): once its lease is free, the run can no longer be created by it.
     pub async fn drop_unborn(&self, cell: &str, run_id: &str) {
         // Being created here: its lease is this process's, and taking it again would succeed.
-        if crate::context::lock(&self.creating).contains(&format!("{cell}/{run_id}")) {
+        if self.is_creating(cell, run_id) {
             return;
         }
         let scope = RunScope {
