@@ -76,6 +76,24 @@ fn finished_call(tail: &[StoredRecord], active: &str) -> bool {
 }
 
 impl Runtime {
+    /// Ends a run (restarted over its own store) that its driver was ending when it stopped, from
+    /// the journal's last records `tail`: true when the journal shows such an end (a failure to
+    /// complete it is logged).
+    pub async fn end_from_journal(&self, run: &Arc<Run>, tail: &[StoredRecord]) -> bool {
+        let active = run.with(|r| r.active_invocation_id.clone());
+        let ended = if let Some((status, failure)) = tail.last().and_then(journalled_end) {
+            self.finish_journalled_end(run, status, failure).await
+        } else if let Some(step) = finishing(tail, &active) {
+            self.complete_finish(run, step).await
+        } else {
+            return false;
+        };
+        if let Err(e) = ended {
+            tracing::warn!(run = %run.id, error = %e, "ending the run from its journal failed");
+        }
+        true
+    }
+
     /// Completes a finish its driver began and did not end (see [`finishing`]).
     pub async fn complete_finish(
         &self,

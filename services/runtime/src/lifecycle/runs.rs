@@ -15,7 +15,6 @@ use crate::context::held::LoopStart;
 use crate::context::key;
 use crate::context::ports::{CreatedWorkspace, NewRunWorkspace, RunScope};
 use crate::error::RuntimeError;
-use crate::lifecycle::ended::{finishing, journalled_end};
 use crate::state::{
     Driver, Event, Failure, Invocation, InvocationStatus, Run, RunMode, RunRecord, RunStatus,
     RunToolHostRecord, now_ms,
@@ -243,17 +242,7 @@ impl Runtime {
         let (end, tail) = self.journal_tail(&run).await.unwrap_or_default();
         let run = Arc::new(Run::new(run.snapshot(), end + 1));
         self.insert_run(run.clone());
-        if let Some((status, failure)) = tail.last().and_then(journalled_end) {
-            if let Err(e) = self.finish_journalled_end(&run, status, failure).await {
-                tracing::warn!(run = %run.id, error = %e, "saving the run's journalled end failed");
-            }
-            return None;
-        }
-        let active = run.with(|r| r.active_invocation_id.clone());
-        if let Some(step) = finishing(&tail, &active) {
-            if let Err(e) = self.complete_finish(&run, step).await {
-                tracing::warn!(run = %run.id, error = %e, "completing the run's finish failed");
-            }
+        if self.end_from_journal(&run, &tail).await {
             return None;
         }
         if self.resume_held(&run).await {
