@@ -182,20 +182,13 @@ async fn run_calls(
         let mut rec = CallRecord::new(inv, inner, &binding, call);
         let refusal = admit::in_order(&binding, call, progress.terminal_done, index == last)
             .or_else(|| admit::after_held(&binding, call, !out.held.is_empty()));
-        let recovered = refusal
-            .is_none()
-            .then(|| admit::recovered(inner, call))
-            .flatten();
-        let refusal = refusal.or_else(|| {
-            recovered
-                .is_none()
-                .then(|| admit::outcome_unknown(inner, &binding, call))
-                .flatten()
-        });
-        let Decided { mut d, stop, held } = match (refusal, recovered) {
+        let Decided { mut d, stop, held } = match (refusal, admit::recovered(inner, call)) {
             (Some(refusal), _) => Decided::answer(refusal),
             (None, Some(known)) => Decided::known(known),
-            (None, None) => decide(rt, inv, inner, &binding, call, cell, &mut rec).await?,
+            (None, None) => match admit::outcome_unknown(inner, &binding, call) {
+                Some(unknown) => Decided::answer(unknown),
+                None => decide(rt, inv, inner, &binding, call, cell, &mut rec).await?,
+            },
         };
         if let Some((approval_id, verdict)) = held {
             out.held.push(HeldCall {
