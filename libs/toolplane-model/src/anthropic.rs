@@ -49,16 +49,22 @@ pub(crate) fn request_fields(tools: &[ModelTool<'_>], choice: Choice<'_>) -> Map
             Value::Object(tool)
         })
         .collect();
-    let choice = match choice {
+    let (key, choice) = choice_field(choice);
+    let mut fields = Map::new();
+    fields.insert("tools".into(), Value::Array(tools));
+    fields.insert(key.into(), choice);
+    fields
+}
+
+/// The request field of the turn's tool choice: its name and value.
+pub(crate) fn choice_field(choice: Choice<'_>) -> (&'static str, Value) {
+    let value = match choice {
         Choice::None => json!({"type": "none"}),
         Choice::Auto => json!({"type": "auto"}),
         Choice::Required => json!({"type": "any"}),
         Choice::Specific(alias) => json!({"type": "tool", "name": alias.as_str()}),
     };
-    let mut fields = Map::new();
-    fields.insert("tools".into(), Value::Array(tools));
-    fields.insert("tool_choice".into(), choice);
-    fields
+    ("tool_choice", value)
 }
 
 /// Reads a `message` response or an assistant message param.

@@ -54,22 +54,25 @@ pub(crate) fn request_fields(tools: &[ModelTool<'_>], choice: Choice<'_>) -> Map
             Value::Object(declaration)
         })
         .collect();
+    let (key, config) = choice_field(choice);
+    let mut fields = Map::new();
+    fields.insert(
+        "tools".into(),
+        json!([{ "functionDeclarations": declarations }]),
+    );
+    fields.insert(key.into(), config);
+    fields
+}
+
+/// The request field of the turn's tool choice: its name and value.
+pub(crate) fn choice_field(choice: Choice<'_>) -> (&'static str, Value) {
     let config = match choice {
         Choice::None => json!({"mode": "NONE"}),
         Choice::Auto => json!({"mode": "AUTO"}),
         Choice::Required => json!({"mode": "ANY"}),
         Choice::Specific(alias) => json!({"mode": "ANY", "allowedFunctionNames": [alias.as_str()]}),
     };
-    let mut fields = Map::new();
-    fields.insert(
-        "tools".into(),
-        json!([{ "functionDeclarations": declarations }]),
-    );
-    fields.insert(
-        "toolConfig".into(),
-        json!({ "functionCallingConfig": config }),
-    );
-    fields
+    ("toolConfig", json!({ "functionCallingConfig": config }))
 }
 
 /// Reads a `GenerateContentResponse` or a `Content`.

@@ -74,16 +74,7 @@ pub fn encode_tools(
     let tools = wire::advertised(contract, snapshot)?;
     let choice = wire::Choice::of(contract)?;
     if tools.is_empty() {
-        return match choice {
-            wire::Choice::None | wire::Choice::Auto => Ok(Map::new()),
-            wire::Choice::Required | wire::Choice::Specific(_) => Err(CoreError::new(
-                MODEL_TOOL_CALL_REQUIRED,
-                format!(
-                    "turn {} requires a tool call but advertises no tools",
-                    contract.turn()
-                ),
-            )),
-        };
+        return no_tools(contract, choice).map(|()| Map::new());
     }
     Ok(match format {
         ProviderFormat::OpenAiChat => openai_chat::request_fields(&tools, choice),
@@ -91,6 +82,43 @@ pub fn encode_tools(
         ProviderFormat::AnthropicMessages => anthropic::request_fields(&tools, choice),
         ProviderFormat::Gemini => gemini::request_fields(&tools, choice),
     })
+}
+
+/// The request field of a turn's tool choice alone, as [`encode_tools`] would put it — `tool_choice`
+/// or `toolConfig` — encoded as JSON text; `None` when the turn advertises no tools and allows no
+/// call. Fails as [`encode_tools`] does. For an answer that names the next turn's choice without
+/// the tools, whose descriptions and schemas it would otherwise copy only to drop them.
+pub fn encode_tool_choice(
+    format: ProviderFormat,
+    contract: &ToolTurnContract,
+    snapshot: &InvocationToolSnapshot,
+) -> Result<Option<String>, CoreError> {
+    let advertised = wire::advertised(contract, snapshot)?.len();
+    let choice = wire::Choice::of(contract)?;
+    if advertised == 0 {
+        return no_tools(contract, choice).map(|()| None);
+    }
+    let (_, value) = match format {
+        ProviderFormat::OpenAiChat => openai_chat::choice_field(choice),
+        ProviderFormat::OpenAiResponses => openai_responses::choice_field(choice),
+        ProviderFormat::AnthropicMessages => anthropic::choice_field(choice),
+        ProviderFormat::Gemini => gemini::choice_field(choice),
+    };
+    Ok(Some(value.to_string()))
+}
+
+/// A turn that advertises no tools is fine unless its choice requires a call.
+fn no_tools(contract: &ToolTurnContract, choice: wire::Choice<'_>) -> Result<(), CoreError> {
+    match choice {
+        wire::Choice::None | wire::Choice::Auto => Ok(()),
+        wire::Choice::Required | wire::Choice::Specific(_) => Err(CoreError::new(
+            MODEL_TOOL_CALL_REQUIRED,
+            format!(
+                "turn {} requires a tool call but advertises no tools",
+                contract.turn()
+            ),
+        )),
+    }
 }
 
 /// Decodes the model's output for one turn.

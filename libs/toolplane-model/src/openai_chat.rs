@@ -45,7 +45,16 @@ pub(crate) fn request_fields(tools: &[ModelTool<'_>], choice: Choice<'_>) -> Map
             json!({"type": "function", "function": function})
         })
         .collect();
-    let choice = match choice {
+    let (key, choice) = choice_field(choice);
+    let mut fields = Map::new();
+    fields.insert("tools".into(), Value::Array(tools));
+    fields.insert(key.into(), choice);
+    fields
+}
+
+/// The request field of the turn's tool choice: its name and value.
+pub(crate) fn choice_field(choice: Choice<'_>) -> (&'static str, Value) {
+    let value = match choice {
         Choice::None => json!("none"),
         Choice::Auto => json!("auto"),
         Choice::Required => json!("required"),
@@ -53,10 +62,7 @@ pub(crate) fn request_fields(tools: &[ModelTool<'_>], choice: Choice<'_>) -> Map
             json!({"type": "function", "function": {"name": alias.as_str()}})
         }
     };
-    let mut fields = Map::new();
-    fields.insert("tools".into(), Value::Array(tools));
-    fields.insert("tool_choice".into(), choice);
-    fields
+    ("tool_choice", value)
 }
 
 /// Reads a `chat.completion` or an assistant message.

@@ -48,16 +48,22 @@ pub(crate) fn request_fields(tools: &[ModelTool<'_>], choice: Choice<'_>) -> Map
             Value::Object(tool)
         })
         .collect();
-    let choice = match choice {
+    let (key, choice) = choice_field(choice);
+    let mut fields = Map::new();
+    fields.insert("tools".into(), Value::Array(tools));
+    fields.insert(key.into(), choice);
+    fields
+}
+
+/// The request field of the turn's tool choice: its name and value.
+pub(crate) fn choice_field(choice: Choice<'_>) -> (&'static str, Value) {
+    let value = match choice {
         Choice::None => json!("none"),
         Choice::Auto => json!("auto"),
         Choice::Required => json!("required"),
         Choice::Specific(alias) => json!({"type": "function", "name": alias.as_str()}),
     };
-    let mut fields = Map::new();
-    fields.insert("tools".into(), Value::Array(tools));
-    fields.insert("tool_choice".into(), choice);
-    fields
+    ("tool_choice", value)
 }
 
 /// Reads a `response` object or an output item array.

@@ -76,7 +76,13 @@ async fn a_found_tool_is_advertised_from_the_next_turn_and_runs() {
         "{}",
         found.content
     );
-    let next_tools = advertised(first.next_tools.as_ref().unwrap());
+    // What the host advertises next: the next turn's tools in its provider format.
+    let next_tools = {
+        let inner = opened.invocation.inner.lock().await;
+        let fields =
+            toolplane_model::encode_tools(inner.format, &inner.turn, &inner.snapshot).unwrap();
+        advertised(&serde_json::Value::Object(fields))
+    };
     assert!(
         next_tools.contains(&"ext__crm__refund".to_owned()),
         "{next_tools:?}"

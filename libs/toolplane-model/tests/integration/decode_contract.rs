@@ -20,7 +20,7 @@ use toolplane_core::result::AgentToolResult;
 use toolplane_core::turn::{MAX_CALLS_PER_TURN, ToolChoice, ToolTurnContract};
 use toolplane_model::{
     DecodedTurn, MAX_ASSISTANT_TEXT_BYTES, MAX_RESPONSE_BYTES, MAX_RESPONSE_ITEMS, ProviderFormat,
-    decode_calls, decode_calls_json, encode_results, encode_tools,
+    decode_calls, decode_calls_json, encode_results, encode_tool_choice, encode_tools,
 };
 
 const GEMINI: ProviderFormat = ProviderFormat::Gemini;
@@ -784,5 +784,44 @@ fn tools_refuse_impossible_requests() {
         let foreign = contract(&other, ToolChoice::Auto);
         let err = encode_tools(format, &foreign, &snap).unwrap_err();
         assert_eq!(err.code, MODEL_UNKNOWN_TOOL_ALIAS, "{format}");
+        // The choice alone refuses what the whole encoding refuses.
+        assert_eq!(
+            encode_tool_choice(format, &required, &snap)
+                .unwrap_err()
+                .code,
+            MODEL_TOOL_CALL_REQUIRED
+        );
+        let err = encode_tool_choice(format, &foreign, &snap).unwrap_err();
+        assert_eq!(err.code, MODEL_UNKNOWN_TOOL_ALIAS, "{format}");
+    }
+}
+
+#[test]
+fn the_choice_alone_is_the_choice_field_of_the_whole_encoding() {
+    let snap = snapshot();
+    let none: &[ToolId] = &[];
+    let ping = ToolId::parse(&format!("mcp/{GH}:ping")).unwrap();
+    for format in ProviderFormat::ALL {
+        for choice in [
+            ToolChoice::None,
+            ToolChoice::Auto,
+            ToolChoice::Required,
+            ToolChoice::Specific(ping.clone()),
+        ] {
+            let turn = contract(&snap, choice.clone());
+            let fields = encode_tools(format, &turn, &snap).unwrap();
+            let field = fields
+                .get("tool_choice")
+                .or_else(|| fields.get("toolConfig"))
+                .map(ToString::to_string);
+            assert!(field.is_some(), "{format} {choice:?}");
+            assert_eq!(
+                encode_tool_choice(format, &turn, &snap).unwrap(),
+                field,
+                "{format} {choice:?}"
+            );
+        }
+        let empty = ToolTurnContract::subset(&snap, TURN, ToolChoice::Auto, none).unwrap();
+        assert_eq!(encode_tool_choice(format, &empty, &snap).unwrap(), None);
     }
 }

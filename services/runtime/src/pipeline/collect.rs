@@ -241,7 +241,7 @@ fn still_held(held: &HeldTurn, pending: &[HeldCall]) -> HostTurn {
         result_messages: Value::Array(Vec::new()),
         status: crate::state::InvocationStatus::Open,
         next_turn_id: None,
-        next_tools: None,
+        next_choice: None,
         failure: None,
         handoff: None,
         injected: Vec::new(),

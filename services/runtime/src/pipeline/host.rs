@@ -31,8 +31,9 @@ pub struct HostTurn {
     pub result_messages: Value,
     pub status: InvocationStatus,
     pub next_turn_id: Option<String>,
-    /// The provider request fields (tools, tool choice) of the next turn, when there is one.
-    pub next_tools: Option<Value>,
+    /// The next turn's tool choice as its provider request field (`tool_choice`, `toolConfig`),
+    /// JSON text, when there is a next turn that advertises tools.
+    pub next_choice: Option<String>,
     pub failure: Option<Failure>,
     /// The invocation that took the run over, when this turn handed off.
     pub handoff: Option<HandedOff>,
@@ -213,14 +214,14 @@ impl Runtime {
         let open = end.status == InvocationStatus::Open;
         // A turn taken over as interrupted is over once answered.
         inner.interrupted = None;
-        let (next_tools, injected) = if open {
-            let tools = self.next_turn(inv, inner, next_choice).await?;
+        let (next_choice, injected) = if open {
+            let choice = self.next_turn(inv, inner, next_choice).await?;
             if self.checkpoints_on() {
                 let between = HeldTurn::between(inner.round, None);
                 self.checkpoint(inv, inner, TurnStage::Between, &between)
                     .await;
             }
-            (Some(tools), take_injections(self, inv).await?)
+            (choice, take_injections(self, inv).await?)
         } else {
             (None, Vec::new())
         };
@@ -229,7 +230,7 @@ impl Runtime {
             result_messages,
             status: end.status,
             next_turn_id: open.then(|| turn_id(&inv.id, inner.round)),
-            next_tools,
+            next_choice,
             failure: end.failure,
             handoff: end.handoff,
             injected,
@@ -275,18 +276,22 @@ impl Runtime {
             .await
     }
 
-    /// The next turn under the host's new choice, if it sent one: its provider request fields.
+    /// The next turn under the host's new choice, if it sent one: its tool choice as the provider
+    /// request field, without the tools the host already has.
     async fn next_turn(
         &self,
         inv: &Invocation,
         inner: &mut InvocationInner,
         choice: Option<ToolChoice>,
-    ) -> Result<Value, RuntimeError> {
+    ) -> Result<Option<String>, RuntimeError> {
         if let Some(choice) = choice {
             self.change_choice(inv, inner, choice).await?;
         }
-        let fields = toolplane_model::encode_tools(inner.format, &inner.turn, &inner.snapshot)?;
-        Ok(Value::Object(fields))
+        Ok(toolplane_model::encode_tool_choice(
+            inner.format,
+            &inner.turn,
+            &inner.snapshot,
+        )?)
     }
 
     /// Replaces the current turn's tool choice (the turn the response returns) and journals the
@@ -350,7 +355,7 @@ impl Runtime {
             result_messages,
             status: InvocationStatus::HandedOff,
             next_turn_id: None,
-            next_tools: None,
+            next_choice: None,
             failure: None,
             handoff: None,
             injected: Vec::new(),
@@ -472,7 +477,7 @@ fn hold_turn(
         result_messages: Value::Array(Vec::new()),
         status: InvocationStatus::Open,
         next_turn_id: None,
-        next_tools: None,
+        next_choice: None,
         failure: None,
         handoff: None,
         injected: Vec::new(),

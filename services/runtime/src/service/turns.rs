@@ -5,7 +5,7 @@ use serde_json::Value;
 use toolplane_model::ProviderFormat;
 use toolplane_proto::v1 as pb;
 
-use super::{budget_pb, choice_json, handoff_pb, inv_status_pb};
+use super::{budget_pb, handoff_pb, inv_status_pb};
 use crate::convert;
 use crate::convert::peers::outcome_pb;
 use crate::convert::runs::{failure_pb, task_pb};
@@ -38,13 +38,10 @@ pub async fn host_turn_pb(
             .iter()
             .map(convert::result_pb)
             .collect(),
-        next_turn: turn.next_turn_id.as_ref().map(|id| {
-            convert::turn_pb(
-                &inner.turn,
-                id,
-                turn.next_tools.as_ref().and_then(choice_json),
-            )
-        }),
+        next_turn: turn
+            .next_turn_id
+            .as_ref()
+            .map(|id| convert::turn_pb(&inner.turn, id, turn.next_choice.clone())),
         state: inv_status_pb(turn.status),
         injected_child_results: turn.injected.iter().map(task_pb).collect(),
         injected_messages_json,
