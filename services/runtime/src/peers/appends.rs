@@ -121,17 +121,27 @@ async fn send_batch(peers: &Peers, mut batch: Vec<(pb::AppendJournalRequest, Rep
     if batch.len() == 1
         && let Some((request, reply)) = batch.pop()
     {
-        let result = peers.workspace().append_journal(request).await.map(|_| ());
+        let result = super::again::again("append_journal", || {
+            let mut client = peers.workspace();
+            let request = request.clone();
+            async move { client.append_journal(request).await }
+        })
+        .await
+        .map(|_| ());
         let _ = reply.send(result);
         return;
     }
     let (requests, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
     let count = requests.len();
-    match peers
-        .workspace()
-        .append_journals(pb::AppendJournalsRequest { appends: requests })
-        .await
-    {
+    let request = pb::AppendJournalsRequest { appends: requests };
+    // Each append is a byte-identical retry if its first attempt was committed: sent again whole.
+    let sent = super::again::again("append_journals", || {
+        let mut client = peers.workspace();
+        let request = request.clone();
+        async move { client.append_journals(request).await }
+    })
+    .await;
+    match sent {
         Ok(response) => {
             let outcomes = response.into_inner().outcomes;
             if outcomes.len() != count {
@@ -187,7 +197,13 @@ pub async fn append(peers: &Peers, request: pb::AppendJournalRequest) -> Result<
             let slot = Slot {
                 peers: peers.clone(),
             };
-            let result = peers.workspace().append_journal(request).await.map(|_| ());
+            let result = super::again::again("append_journal", || {
+                let mut client = peers.workspace();
+                let request = request.clone();
+                async move { client.append_journal(request).await }
+            })
+            .await
+            .map(|_| ());
             drop(slot);
             result
         }

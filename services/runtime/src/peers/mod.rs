@@ -26,6 +26,7 @@ use toolplane_proto::v1::workspace_service_client::WorkspaceServiceClient;
 use toolplane_serve::tls::PeerTls;
 use toolplane_telemetry::TraceContextInterceptor;
 
+pub mod again;
 pub mod appends;
 pub mod models;
 mod ports;

@@ -49,6 +49,20 @@ fn err(status: tonic::Status) -> PortError {
     port_error(&status)
 }
 
+/// `peers.workspace().$method($request).await`, sent again while the workspace is unavailable
+/// ([`super::again`]): only for requests whose repetition changes nothing.
+macro_rules! again {
+    ($peers:expr, $method:ident, $request:expr) => {{
+        let request = $request;
+        super::again::again(stringify!($method), || {
+            let mut client = $peers.workspace();
+            let request = request.clone();
+            async move { client.$method(request).await }
+        })
+        .await
+    }};
+}
+
 #[async_trait]
 impl Catalog for Peers {
     async fn resolve_profile(
@@ -188,17 +202,18 @@ impl Workspace for Peers {
             epoch: 1,
             status: pb::RunStatus::Created as i32,
         };
-        let created = self
-            .workspace()
-            .create_run_workspace(pb::CreateRunWorkspaceRequest {
+        let created = again!(
+            self,
+            create_run_workspace,
+            pb::CreateRunWorkspaceRequest {
                 manifest: Some(manifest),
                 epoch: 1,
-            })
-            .await
-            .map_err(err)?
-            .into_inner()
-            .manifest
-            .unwrap_or_default();
+            }
+        )
+        .map_err(err)?
+        .into_inner()
+        .manifest
+        .unwrap_or_default();
         let roots = created.roots.unwrap_or_default();
         Ok(CreatedWorkspace {
             visible_roots: roots.visible,
@@ -212,21 +227,25 @@ impl Workspace for Peers {
         run: &RunScope,
         activation_json: String,
     ) -> Result<(), PortError> {
-        self.workspace()
-            .put_world_info_activation(pb::PutWorldInfoActivationRequest {
+        again!(
+            self,
+            put_world_info_activation,
+            pb::PutWorldInfoActivationRequest {
                 run_id: run.run_id.clone(),
                 activation_json,
                 epoch: run.epoch,
                 cell_id: run.cell_id.clone(),
-            })
-            .await
-            .map_err(err)?;
+            }
+        )
+        .map_err(err)?;
         Ok(())
     }
 
     async fn open_invocation_workspace(&self, ws: InvocationWorkspace) -> Result<(), PortError> {
-        self.workspace()
-            .open_invocation_workspace(pb::OpenInvocationWorkspaceRequest {
+        again!(
+            self,
+            open_invocation_workspace,
+            pb::OpenInvocationWorkspaceRequest {
                 run_id: ws.run.run_id,
                 invocation_id: ws.invocation_id,
                 roots: Some(pb::WorkspaceRoots {
@@ -241,9 +260,9 @@ impl Workspace for Peers {
                     max_read_chars_per_call: ws.skills.max_read_chars_per_call,
                     max_read_chars_per_run: ws.skills.max_read_chars_per_run,
                 }),
-            })
-            .await
-            .map_err(err)?;
+            }
+        )
+        .map_err(err)?;
         Ok(())
     }
 
@@ -252,29 +271,32 @@ impl Workspace for Peers {
         run: &RunScope,
         invocation_id: &str,
     ) -> Result<(), PortError> {
-        self.workspace()
-            .close_invocation_workspace(pb::CloseInvocationWorkspaceRequest {
+        again!(
+            self,
+            close_invocation_workspace,
+            pb::CloseInvocationWorkspaceRequest {
                 run_id: run.run_id.clone(),
                 invocation_id: invocation_id.to_owned(),
                 epoch: run.epoch,
                 cell_id: run.cell_id.clone(),
-            })
-            .await
-            .map_err(err)?;
+            }
+        )
+        .map_err(err)?;
         Ok(())
     }
 
     async fn promote_persist(&self, run: &RunScope) -> Result<Promoted, PortError> {
-        let r = self
-            .workspace()
-            .promote_persist(pb::PromotePersistRequest {
+        let r = again!(
+            self,
+            promote_persist,
+            pb::PromotePersistRequest {
                 run_id: run.run_id.clone(),
                 epoch: run.epoch,
                 cell_id: run.cell_id.clone(),
-            })
-            .await
-            .map_err(err)?
-            .into_inner();
+            }
+        )
+        .map_err(err)?
+        .into_inner();
         Ok(Promoted {
             persist_version: r.persist_version,
             changed_paths: r.changed_paths,
@@ -292,15 +314,17 @@ impl Workspace for Peers {
             RunStatus::Cancelled => pb::RunStatus::Cancelled,
             _ => pb::RunStatus::Failed,
         };
-        self.workspace()
-            .finish_run_workspace(pb::FinishRunWorkspaceRequest {
+        again!(
+            self,
+            finish_run_workspace,
+            pb::FinishRunWorkspaceRequest {
                 run_id: run.run_id.clone(),
                 status: status as i32,
                 epoch: run.epoch,
                 cell_id: run.cell_id.clone(),
-            })
-            .await
-            .map_err(err)?;
+            }
+        )
+        .map_err(err)?;
         Ok(())
     }
 
@@ -310,23 +334,26 @@ impl Workspace for Peers {
         source_path: &str,
         append: bool,
     ) -> Result<CommittedMessage, PortError> {
-        let r = self
-            .workspace()
-            .commit_run_message(pb::CommitRunMessageRequest {
-                run_id: run.run_id.clone(),
-                source_path: source_path.to_owned(),
-                mode: if append {
-                    pb::CommitMode::Append as i32
-                } else {
-                    pb::CommitMode::Replace as i32
-                },
-                expected_source_sha256: None,
-                epoch: run.epoch,
-                cell_id: run.cell_id.clone(),
-            })
-            .await
-            .map_err(err)?
-            .into_inner();
+        let request = pb::CommitRunMessageRequest {
+            run_id: run.run_id.clone(),
+            source_path: source_path.to_owned(),
+            mode: if append {
+                pb::CommitMode::Append as i32
+            } else {
+                pb::CommitMode::Replace as i32
+            },
+            expected_source_sha256: None,
+            epoch: run.epoch,
+            cell_id: run.cell_id.clone(),
+        };
+        // Replacing the message with the same text twice is the same as once; appending is not.
+        let r = if append {
+            self.workspace().commit_run_message(request).await
+        } else {
+            again!(self, commit_run_message, request)
+        }
+        .map_err(err)?
+        .into_inner();
         let m = r.message.unwrap_or_default();
         Ok(CommittedMessage {
             message_id: m.message_id,
@@ -341,19 +368,26 @@ impl Workspace for Peers {
     }
 
     async fn put_audit_object(&self, run: &RunScope, object: AuditObject) -> Result<(), PortError> {
-        self.workspace()
-            .put_audit_object(pb::PutAuditObjectRequest {
-                run_id: run.run_id.clone(),
-                path: object.path,
-                content: object.content,
-                content_type: object.content_type.to_owned(),
-                epoch: run.epoch,
-                allow_identical: false,
-                sync: false,
-                cell_id: run.cell_id.clone(),
-            })
-            .await
-            .map_err(err)?;
+        let mut request = pb::PutAuditObjectRequest {
+            run_id: run.run_id.clone(),
+            path: object.path,
+            content: object.content,
+            content_type: object.content_type.to_owned(),
+            epoch: run.epoch,
+            allow_identical: false,
+            sync: false,
+            cell_id: run.cell_id.clone(),
+        };
+        super::again::again("put_audit_object", || {
+            let mut client = self.workspace();
+            let attempt = request.clone();
+            // A repetition finds the object the lost attempt may have stored: the same bytes are
+            // then the same object.
+            request.allow_identical = true;
+            async move { client.put_audit_object(attempt).await }
+        })
+        .await
+        .map_err(err)?;
         Ok(())
     }
 
@@ -363,16 +397,17 @@ impl Workspace for Peers {
         holder: &str,
         ttl_ms: u64,
     ) -> Result<u64, PortError> {
-        let r = self
-            .workspace()
-            .acquire_run_lease(pb::AcquireRunLeaseRequest {
+        let r = again!(
+            self,
+            acquire_run_lease,
+            pb::AcquireRunLeaseRequest {
                 run_id: run.run_id.clone(),
                 holder: holder.to_owned(),
                 ttl_ms,
                 cell_id: run.cell_id.clone(),
-            })
-            .await
-            .map_err(err)?;
+            }
+        )
+        .map_err(err)?;
         Ok(r.into_inner().lease.map_or(0, |l| l.epoch))
     }
 
@@ -382,41 +417,46 @@ impl Workspace for Peers {
         holder: &str,
         ttl_ms: u64,
     ) -> Result<(), PortError> {
-        self.workspace()
-            .renew_run_lease(pb::RenewRunLeaseRequest {
+        again!(
+            self,
+            renew_run_lease,
+            pb::RenewRunLeaseRequest {
                 run_id: run.run_id.clone(),
                 holder: holder.to_owned(),
                 epoch: run.epoch,
                 ttl_ms,
                 cell_id: run.cell_id.clone(),
-            })
-            .await
-            .map_err(err)?;
+            }
+        )
+        .map_err(err)?;
         Ok(())
     }
 
     async fn release_run_lease(&self, run: &RunScope, holder: &str) -> Result<(), PortError> {
-        self.workspace()
-            .release_run_lease(pb::ReleaseRunLeaseRequest {
+        again!(
+            self,
+            release_run_lease,
+            pb::ReleaseRunLeaseRequest {
                 run_id: run.run_id.clone(),
                 holder: holder.to_owned(),
                 epoch: run.epoch,
                 cell_id: run.cell_id.clone(),
-            })
-            .await
-            .map_err(err)?;
+            }
+        )
+        .map_err(err)?;
         Ok(())
     }
 
     async fn get_object(&self, run: &RunScope, path: &str) -> Result<Option<Vec<u8>>, PortError> {
-        let got = self
-            .workspace()
-            .get_object(pb::GetObjectRequest {
+        let got = again!(
+            self,
+            get_object,
+            pb::GetObjectRequest {
                 run_id: run.run_id.clone(),
                 path: path.to_owned(),
                 cell_id: run.cell_id.clone(),
-            })
-            .await;
+            }
+        );
         match got {
             Ok(r) => Ok(Some(r.into_inner().content)),
             Err(status) if status.code() == tonic::Code::NotFound => Ok(None),
@@ -431,17 +471,18 @@ impl Workspace for Peers {
         from_seq: u64,
         page_size: u32,
     ) -> Result<JournalPage, PortError> {
-        let r = self
-            .workspace()
-            .read_journal(pb::ReadJournalRequest {
+        let r = again!(
+            self,
+            read_journal,
+            pb::ReadJournalRequest {
                 run_id: run_id.to_owned(),
                 from_seq,
                 page_size,
                 cell_id: cell_id.to_owned(),
-            })
-            .await
-            .map_err(err)?
-            .into_inner();
+            }
+        )
+        .map_err(err)?
+        .into_inner();
         Ok(JournalPage {
             records: r.records.into_iter().map(stored_record).collect(),
             next_seq: r.next_seq,
