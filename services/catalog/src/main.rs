@@ -151,6 +151,8 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     // Caught from before the catalog logs that it serves: a signal right after is a clean stop.
     let stop = toolplane_serve::shutdown_signal();
     let running = toolplane_catalog::start_with_auth(config, auth).await?;
+    // Tests and scripts read this line to learn the port when listening on :0.
+    println!("listening on {}", running.grpc_addr());
     stop.await;
     tracing::info!("shutting down");
     running.shutdown().await?;

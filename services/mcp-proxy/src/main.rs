@@ -159,6 +159,8 @@ async fn run() -> Result<(), Failure> {
         .map(|a| a.to_string())
         .unwrap_or_default();
     tracing::info!(%addr, %metrics, "mcp-proxy serving");
+    // Tests and scripts read this line to learn the port when listening on :0.
+    println!("listening on {addr}");
     serving
         .until(stop)
         .await
