@@ -50,9 +50,10 @@ impl Workspace {
         // append before anything is written.
         let appended = records.len();
         let last_seq = self
-            .wal()
+            .log()
             .append(
                 &(cell.to_owned(), run_id.to_owned()),
+                append.epoch,
                 append.expected_seq,
                 records,
                 objects,
@@ -143,7 +144,7 @@ impl Workspace {
         limit: usize,
     ) -> Result<JournalPage, WsError> {
         self.run(cell, run_id).await?;
-        self.wal()
+        self.log()
             .journal(&(cell.to_owned(), run_id.to_owned()))
             .await?
             .read(from, limit)
@@ -161,11 +162,11 @@ impl Workspace {
     ) -> Result<mpsc::Receiver<Result<JournalEvent, WsError>>, WsError> {
         self.run(cell, run_id).await?;
         let journal = self
-            .wal()
+            .log()
             .journal(&(cell.to_owned(), run_id.to_owned()))
             .await?;
         let (tx, rx) = mpsc::channel(256);
-        let mut watch = journal.subscribe();
+        let mut watch = journal.subscribe().await?;
         let mut next = from.max(1);
         tokio::spawn(async move {
             loop {
