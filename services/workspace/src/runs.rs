@@ -278,15 +278,7 @@ impl Runs {
     ) -> Result<RunRecord, WsError> {
         {
             let mut guard = run.record.lock().await;
-            if self.shared {
-                let key = manifest_key(&guard.0.cell_id, &guard.0.run_id)?;
-                let Some(object) = self.store.get(&key).await? else {
-                    return Err(WsError::io(format!("manifest {key} vanished")));
-                };
-                if object.version != guard.1 {
-                    *guard = (parse(&key, &object.bytes)?, object.version);
-                }
-            }
+            self.refresh(&mut guard).await?;
             let record = &guard.0;
             if epoch < record.epoch {
                 return Err(stale(epoch, record.epoch));
@@ -311,6 +303,29 @@ impl Runs {
             Ok(raise)
         })
         .await
+    }
+
+    /// On a shared store, replaces the cached manifest with the stored one when another replica
+    /// changed it; nothing otherwise.
+    async fn refresh(&self, cached: &mut (RunRecord, Version)) -> Result<(), WsError> {
+        if !self.shared {
+            return Ok(());
+        }
+        let key = manifest_key(&cached.0.cell_id, &cached.0.run_id)?;
+        let Some(object) = self.store.get(&key).await? else {
+            return Err(WsError::io(format!("manifest {key} vanished")));
+        };
+        if object.version != cached.1 {
+            *cached = (parse(&key, &object.bytes)?, object.version);
+        }
+        Ok(())
+    }
+
+    /// The run's manifest as it is now (re-read on a shared store).
+    pub async fn current(&self, run: &Run) -> Result<RunRecord, WsError> {
+        let mut guard = run.record.lock().await;
+        self.refresh(&mut guard).await?;
+        Ok(guard.0.clone())
     }
 
     /// [`Runs::check_epoch`] for a write: the returned guard is held until the write is stored,

@@ -124,7 +124,7 @@ impl Workspace {
             let current = self.lease(cell, run).await?;
             let mut floor = 0;
             if let Some(m) = &manifest {
-                floor = m.record.lock().await.0.epoch;
+                floor = self.runs().current(m).await?.epoch;
             }
             let (previous, expected) = match current {
                 Some((lease, version)) => {
