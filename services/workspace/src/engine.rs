@@ -233,7 +233,8 @@ impl Workspace {
     /// Opens the engine as one of several replicas over one shared `store`: the journals and
     /// audit objects in it ([`StoreLog`], under `workspace/log/`), manifests re-read on every
     /// epoch check (another replica may have raised one), the run trees on `tree_fs` under
-    /// `tree_root` (an absolute, existing directory on it; `tree/` and `tmp/` are made there).
+    /// `tree_root` (an absolute, existing directory on it; `tree/` and `tmp/<session>/` are made
+    /// there).
     pub async fn open_shared(
         store: Arc<dyn Store>,
         tree_fs: Arc<dyn Fs>,
@@ -243,14 +244,17 @@ impl Workspace {
     ) -> Result<Workspace, WsError> {
         let store = store.namespace("workspace")?;
         let session = format!("{}-{}", std::process::id(), now_ms());
+        // Each replica writes its temp files in a folder of its own, so cleaning it at start never
+        // removes another replica's write in flight (a crashed replica's folder stays behind).
+        let tmp = tree_root.join("tmp").join(&session);
         let tree = tokio::task::spawn_blocking(move || -> Result<Arc<Tree>, WsError> {
-            for dir in ["tree", "tmp"] {
-                ensure_dir(tree_fs.as_ref(), &tree_root.join(dir))?;
+            for dir in [tree_root.join("tree"), tree_root.join("tmp"), tmp.clone()] {
+                ensure_dir(tree_fs.as_ref(), &dir)?;
             }
             let tree = Arc::new(Tree::new(
                 tree_fs,
                 tree_root.join("tree"),
-                tree_root.join("tmp"),
+                tmp,
                 session,
                 hooks,
             ));

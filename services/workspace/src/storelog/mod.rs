@@ -69,8 +69,8 @@ pub struct StoreLog {
 /// Decoded segments, oldest first out; segments are immutable, so a cached one is never stale.
 #[derive(Debug, Default)]
 struct SegmentCache {
-    map: HashMap<(RunKey, u64), Arc<Vec<JournalEvent>>>,
-    order: VecDeque<(RunKey, u64)>,
+    map: HashMap<(RunKey, u64, u64), Arc<Vec<JournalEvent>>>,
+    order: VecDeque<(RunKey, u64, u64)>,
     records: usize,
 }
 
@@ -197,7 +197,7 @@ impl StoreLog {
         first: u64,
         last: u64,
     ) -> Result<Arc<Vec<JournalEvent>>, WsError> {
-        let id = (key.clone(), first);
+        let id = (key.clone(), first, last);
         if let Some(found) = lock(&self.segments).map.get(&id) {
             return Ok(Arc::clone(found));
         }

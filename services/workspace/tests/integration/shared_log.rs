@@ -9,8 +9,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use toolplane_proto::v1::JournalEvent;
+use serde_json::json;
+use tonic::transport::Channel;
+use toolplane_proto::v1::{JournalEvent, tool_executor_client::ToolExecutorClient};
 use toolplane_store::{MemoryStore, Store, StoreOptions, fs::RealFs};
+use toolplane_testkit::spawn_routes;
 use toolplane_workspace::{
     Workspace,
     engine::{
@@ -19,9 +22,12 @@ use toolplane_workspace::{
         runs::NewRun,
     },
     limits::Limits,
+    runs::SkillAccess,
     storelog::POLL_INTERVAL,
     tree::NoHooks,
 };
+
+use crate::common::call_with;
 
 pub(crate) const CELL: &str = "default";
 
@@ -252,6 +258,64 @@ async fn two_replicas_over_one_memory_store_share_a_journal() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_over_postgres_share_a_journal() {
     let store = crate::pg_server::open(StoreOptions::default()).await;
-    let slowest = two_replicas_share_one_journal(store).await;
+    let slowest = two_replicas_share_one_journal(Arc::clone(&store)).await;
     eprintln!("slowest follower delay (PostgreSQL): {slowest:?}");
+    // A figure, not a bound: appends of one record and two objects, one after another.
+    let (_dir, engines) = replicas(store, 1).await;
+    create(&engines[0], "r7", 1).await;
+    let started = Instant::now();
+    for seq in 1..=50u64 {
+        let objects = vec![
+            (format!("tool-args/i/call_{seq:016x}.json"), b"{}".to_vec()),
+            (
+                format!("tool-results/i/call_{seq:016x}.json"),
+                b"[]".to_vec(),
+            ),
+        ];
+        assert_eq!(
+            append(&engines[0], "r7", 1, seq, &["call"], objects).await,
+            Ok(seq)
+        );
+    }
+    eprintln!(
+        "append with two objects over PostgreSQL: {:?} each",
+        started.elapsed() / 50
+    );
+}
+
+/// The model's tools on one replica read, list and search the audit objects an append through
+/// another replica stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_on_one_replica_see_the_objects_another_stored() {
+    let (_dir, engines) = replicas(memory(), 2).await;
+    let (a, b) = (&engines[0], &engines[1]);
+    create(a, "r6", 1).await;
+    a.open_invocation(CELL, "r6", "i", 1, (&[], &[]), SkillAccess::default())
+        .await
+        .unwrap();
+    let path = "tool-results/i/call_0123456789abcdef.json";
+    let object = (path.to_owned(), b"{\"needle\":\"found\"}".to_vec());
+    assert_eq!(append(a, "r6", 1, 1, &["call"], vec![object]).await, Ok(1));
+    let server = spawn_routes(toolplane_workspace::routes(Arc::clone(b)).await.unwrap())
+        .await
+        .unwrap();
+    let channel = Channel::from_shared(format!("http://{}", server.addr()))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut tools = ToolExecutorClient::new(channel);
+    let mut call = async |tool: &str, args: serde_json::Value| {
+        let r = call_with(&mut tools, CELL, "r6", "i", tool, args)
+            .await
+            .unwrap();
+        assert!(!r.is_error, "{tool}: {:?} {}", r.error_code, r.content);
+        r.content
+    };
+    let read = call("workspace.read_file", json!({ "path": path })).await;
+    assert_eq!(read, "{\"needle\":\"found\"}");
+    let listed = call("workspace.list_files", json!({ "path": "tool-results" })).await;
+    assert!(listed.contains(path), "{listed}");
+    let found = call("workspace.search_files", json!({ "query": "needle" })).await;
+    assert!(found.contains(path), "{found}");
 }
