@@ -1,5 +1,6 @@
 //! A run's journal as the storage RPCs see it: appends (their records and the audit objects they
-//! carry checked against the journal's rules, then handed to the log in one job), pages of
+//! carry checked against the journal's rules, then handed to the log: one job of the local log,
+//! or the objects then one compare-and-swap of the head on a shared store), pages of
 //! records and following a journal as it grows. The records are `toolplane.v1.JournalEvent`
 //! messages end to end: the log stores each one's encoding as it came (with its `epoch` set to
 //! the append's), so there is no second, domain copy of a record to convert on the hot path. Must never accept a record whose sequence

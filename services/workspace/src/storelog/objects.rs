@@ -145,7 +145,11 @@ impl StoreLog {
         if let Some(found) = lock(&self.objects).map.get(&(key.clone(), path.to_owned())) {
             return Ok(Some(found.clone()));
         }
-        let Some(stored) = self.store.get(&object_key(key, path)?).await? else {
+        // A path no key can name was never stored.
+        let Ok(okey) = object_key(key, path) else {
+            return Ok(None);
+        };
+        let Some(stored) = self.store.get(&okey).await? else {
             return Ok(None);
         };
         let object = object_of(path, &stored.bytes)?;
