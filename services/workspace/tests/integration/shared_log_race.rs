@@ -62,6 +62,11 @@ async fn driver(
     panic!("{name} never finished");
 }
 
+/// Twelve drivers on one run over two replicas: eight of the old epoch append until refused,
+/// while the lease moves to a new holder, whose four drivers then append three records each.
+/// Long: the race and the checks of its outcome read best in one place. (Whether this race hits
+/// the window between a replica's manifest check and the head's write is up to the scheduler;
+/// `a_stale_append_held_before_its_commit_is_refused_by_the_fence` holds an append in it.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_stale_driver_never_gets_a_record_in_after_the_fence() {
     let (_dir, engines) = replicas(memory(), 2).await;
