@@ -631,8 +631,8 @@ async fn group_commit(
         total += t.await.unwrap();
     }
     let window_s = start.elapsed().as_secs_f64();
-    ws.wal().checkpoint().await.unwrap();
-    assert_eq!(ws.wal().pending_count(), 0);
+    ws.wal().unwrap().checkpoint().await.unwrap();
+    assert_eq!(ws.wal().unwrap().pending_count(), 0);
     let all_s = start.elapsed().as_secs_f64();
     (total as f64 / window_s, total as f64 / all_s)
 }

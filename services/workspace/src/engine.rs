@@ -10,7 +10,9 @@
 //! manifests, invocation views, chats, `persist/` states and blobs, skills), `tree/<cell>/<run>/`
 //! (run file trees: the model-visible roots, `tool-results/`, and hidden `input/`, `tool-args/`,
 //! `model-responses/`), `journal/` (the group-committed log, and `journal/runs/` the journal files
-//! it is checkpointed into), `tmp/` (temp files of writes).
+//! it is checkpointed into), `tmp/` (temp files of writes). Opened with
+//! [`Workspace::open_shared`] instead, the journals and audit objects live in the shared store
+//! ([`crate::storelog`]) and only the trees on a filesystem layer.
 
 pub mod chats;
 pub mod journal;
@@ -35,6 +37,7 @@ use crate::{
     limits::Limits,
     runs::Runs,
     skills::Skills,
+    storelog::{Log, StoreLog},
     tree::{NoHooks, Tree, TreeHooks},
     wal::Wal,
 };
@@ -51,7 +54,7 @@ pub struct EngineOptions {
 pub struct Workspace {
     store: Arc<dyn Store>,
     tree: Arc<Tree>,
-    wal: Arc<Wal>,
+    log: Log,
     runs: Runs,
     chats: Chats,
     skills: Skills,
@@ -221,7 +224,52 @@ impl Workspace {
             skills: Skills::new(Arc::clone(&store), limits.clone()),
             store,
             tree,
-            wal,
+            log: Log::Local(wal),
+            limits,
+            metrics: WorkspaceMetrics::default(),
+        })
+    }
+
+    /// Opens the engine as one of several replicas over one shared `store`: the journals and
+    /// audit objects in it ([`StoreLog`], under `workspace/log/`), manifests re-read on every
+    /// epoch check (another replica may have raised one), the run trees on `tree_fs` under
+    /// `tree_root` (an absolute, existing directory on it; `tree/` and `tmp/<session>/` are made
+    /// there).
+    pub async fn open_shared(
+        store: Arc<dyn Store>,
+        tree_fs: Arc<dyn Fs>,
+        tree_root: PathBuf,
+        limits: Limits,
+        hooks: Arc<dyn TreeHooks>,
+    ) -> Result<Workspace, WsError> {
+        let store = store.namespace("workspace")?;
+        let session = format!("{}-{}", std::process::id(), now_ms());
+        // Each replica writes its temp files in a folder of its own, so cleaning it at start never
+        // removes another replica's write in flight (a crashed replica's folder stays behind).
+        let tmp = tree_root.join("tmp").join(&session);
+        let tree = tokio::task::spawn_blocking(move || -> Result<Arc<Tree>, WsError> {
+            for dir in [tree_root.join("tree"), tree_root.join("tmp"), tmp.clone()] {
+                ensure_dir(tree_fs.as_ref(), &dir)?;
+            }
+            let tree = Arc::new(Tree::new(
+                tree_fs,
+                tree_root.join("tree"),
+                tmp,
+                session,
+                hooks,
+            ));
+            tree.clean_tmp()?;
+            Ok(tree)
+        })
+        .await
+        .map_err(|e| WsError::io(format!("open task failed: {e}")))??;
+        Ok(Workspace {
+            runs: Runs::new_shared(Arc::clone(&store)),
+            chats: Chats::new(Arc::clone(&store), limits.clone()),
+            skills: Skills::new(Arc::clone(&store), limits.clone()),
+            log: Log::Shared(Arc::new(StoreLog::new(Arc::clone(&store)))),
+            store,
+            tree,
             limits,
             metrics: WorkspaceMetrics::default(),
         })
@@ -237,8 +285,14 @@ impl Workspace {
     pub fn tree(&self) -> &Arc<Tree> {
         &self.tree
     }
-    pub fn wal(&self) -> &Arc<Wal> {
-        &self.wal
+    /// The local journal log, for what only it has (checkpoints, its memory figures); `None`
+    /// on a shared store.
+    pub fn wal(&self) -> Option<&Arc<Wal>> {
+        self.log.wal()
+    }
+    /// Where journals and audit objects live.
+    pub fn log(&self) -> &Log {
+        &self.log
     }
     pub fn runs(&self) -> &Runs {
         &self.runs
@@ -267,7 +321,7 @@ impl Workspace {
 
     /// Stops the journal writer (after the jobs already queued) and checkpoints what it wrote.
     pub fn shutdown(&self) {
-        self.wal.shutdown();
+        self.log.shutdown();
     }
 }
 

@@ -8,6 +8,7 @@
 //!
 //! Module map: [`engine`] (the data directory and the operations the RPCs call), [`tree`] (run
 //! file trees on the injectable `Fs` layer), [`wal`] (the journal log and audit commit point),
+//! [`storelog`] (the journal and audit objects on a shared store, and the `Log` choosing one),
 //! [`runs`] (manifests, epochs, invocation views, read-state), [`read_state`] (the read-state
 //! rules, pure), [`paths`] (model path rules), [`tools`]
 //! (the agent-facing tools), [`chat`], [`skills`], [`persist`], [`service`] (gRPC), [`convert`]
@@ -29,6 +30,7 @@ pub mod read_state;
 pub mod runs;
 pub mod service;
 pub mod skills;
+pub mod storelog;
 pub mod tools;
 pub mod tree;
 pub mod wal;

@@ -154,6 +154,9 @@ fn to_json<T: Serialize>(value: &T) -> Result<Vec<u8>, WsError> {
 pub struct Runs {
     store: Arc<dyn Store>,
     runs: Mutex<HashMap<(String, String), Arc<Run>>>,
+    /// Other replicas share the store: a cached manifest's epoch may be behind, so every epoch
+    /// check re-reads it.
+    shared: bool,
 }
 
 impl Runs {
@@ -161,6 +164,15 @@ impl Runs {
         Runs {
             store,
             runs: Mutex::new(HashMap::new()),
+            shared: false,
+        }
+    }
+
+    /// The runs of one replica among several over `store`.
+    pub fn new_shared(store: Arc<dyn Store>) -> Runs {
+        Runs {
+            shared: true,
+            ..Runs::new(store)
         }
     }
 
@@ -257,7 +269,7 @@ impl Runs {
     }
 
     /// Checks a mutating request's epoch: older than the run's is `workspace.stale_epoch`, newer
-    /// raises the run's. With `allow_finished` false, a sealed run refuses the mutation.
+    /// raises the run's. On a shared store the manifest is re-read first. With `allow_finished` false, a sealed run refuses the mutation.
     pub async fn check_epoch(
         &self,
         run: &Run,
@@ -265,7 +277,8 @@ impl Runs {
         allow_finished: bool,
     ) -> Result<RunRecord, WsError> {
         {
-            let guard = run.record.lock().await;
+            let mut guard = run.record.lock().await;
+            self.refresh(&mut guard).await?;
             let record = &guard.0;
             if epoch < record.epoch {
                 return Err(stale(epoch, record.epoch));
@@ -290,6 +303,29 @@ impl Runs {
             Ok(raise)
         })
         .await
+    }
+
+    /// On a shared store, replaces the cached manifest with the stored one when another replica
+    /// changed it; nothing otherwise.
+    async fn refresh(&self, cached: &mut (RunRecord, Version)) -> Result<(), WsError> {
+        if !self.shared {
+            return Ok(());
+        }
+        let key = manifest_key(&cached.0.cell_id, &cached.0.run_id)?;
+        let Some(object) = self.store.get(&key).await? else {
+            return Err(WsError::io(format!("manifest {key} vanished")));
+        };
+        if object.version != cached.1 {
+            *cached = (parse(&key, &object.bytes)?, object.version);
+        }
+        Ok(())
+    }
+
+    /// The run's manifest as it is now (re-read on a shared store).
+    pub async fn current(&self, run: &Run) -> Result<RunRecord, WsError> {
+        let mut guard = run.record.lock().await;
+        self.refresh(&mut guard).await?;
+        Ok(guard.0.clone())
     }
 
     /// [`Runs::check_epoch`] for a write: the returned guard is held until the write is stored,

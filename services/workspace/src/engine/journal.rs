@@ -1,5 +1,6 @@
 //! A run's journal as the storage RPCs see it: appends (their records and the audit objects they
-//! carry checked against the journal's rules, then handed to the log in one job), pages of
+//! carry checked against the journal's rules, then handed to the log: one job of the local log,
+//! or the objects then one compare-and-swap of the head on a shared store), pages of
 //! records and following a journal as it grows. The records are `toolplane.v1.JournalEvent`
 //! messages end to end: the log stores each one's encoding as it came (with its `epoch` set to
 //! the append's), so there is no second, domain copy of a record to convert on the hot path. Must never accept a record whose sequence
@@ -50,9 +51,10 @@ impl Workspace {
         // append before anything is written.
         let appended = records.len();
         let last_seq = self
-            .wal()
+            .log()
             .append(
                 &(cell.to_owned(), run_id.to_owned()),
+                append.epoch,
                 append.expected_seq,
                 records,
                 objects,
@@ -143,7 +145,7 @@ impl Workspace {
         limit: usize,
     ) -> Result<JournalPage, WsError> {
         self.run(cell, run_id).await?;
-        self.wal()
+        self.log()
             .journal(&(cell.to_owned(), run_id.to_owned()))
             .await?
             .read(from, limit)
@@ -161,11 +163,11 @@ impl Workspace {
     ) -> Result<mpsc::Receiver<Result<JournalEvent, WsError>>, WsError> {
         self.run(cell, run_id).await?;
         let journal = self
-            .wal()
+            .log()
             .journal(&(cell.to_owned(), run_id.to_owned()))
             .await?;
         let (tx, rx) = mpsc::channel(256);
-        let mut watch = journal.subscribe();
+        let mut watch = journal.subscribe().await?;
         let mut next = from.max(1);
         tokio::spawn(async move {
             loop {

@@ -3,7 +3,9 @@
 //! on every backend and across replicas that share one). Every acquisition gets an epoch strictly
 //! greater than any the run has seen (the lease's and the manifest's), and raises the manifest's
 //! epoch before it answers: from then on every write of an older epoch is refused
-//! (`workspace.stale_epoch`), and the raise waits for writes already admitted at the old epoch.
+//! (`workspace.stale_epoch`), and the raise waits for writes already admitted at the old epoch
+//! in this process. On a shared store the journal's head is fenced too ([`crate::storelog`]):
+//! a stale driver's append through another replica fails in the head's compare-and-swap.
 //! Must never hand one epoch to two holders, nor let a live lease be taken by another holder.
 
 use serde::{Deserialize, Serialize};
@@ -122,7 +124,7 @@ impl Workspace {
             let current = self.lease(cell, run).await?;
             let mut floor = 0;
             if let Some(m) = &manifest {
-                floor = m.record.lock().await.0.epoch;
+                floor = self.runs().current(m).await?.epoch;
             }
             let (previous, expected) = match current {
                 Some((lease, version)) => {
@@ -148,6 +150,11 @@ impl Workspace {
                 let _fence = m.fence.write().await;
                 self.runs().check_epoch(m, lease.epoch, true).await?;
             }
+            // On a shared store, the journal's head too: an append of an older epoch through
+            // any replica is refused from here on, even one admitted before the raise.
+            self.log()
+                .fence(&(cell.to_owned(), run.to_owned()), lease.epoch)
+                .await?;
             return Ok(lease);
         }
         Err(WsError::io("lease acquisition kept conflicting"))

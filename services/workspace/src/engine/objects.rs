@@ -126,7 +126,7 @@ impl Workspace {
         let sha256 = sha256_hex(&content);
         let size_bytes = content.len() as u64;
         let created = self
-            .wal()
+            .log()
             .put_object(
                 &(cell.to_owned(), run_id.to_owned()),
                 path.as_str(),
@@ -163,7 +163,7 @@ impl Workspace {
             serde_json::to_vec_pretty(&activation).map_err(|e| WsError::io(e.to_string()))?;
         let sha = sha256_hex(&bytes);
         let key = (cell.to_owned(), run_id.to_owned());
-        self.wal()
+        self.log()
             .put_object(&key, worldinfo::ACTIVATION_PATH, bytes, true, true)
             .await
             .map_err(|e| {
@@ -191,7 +191,7 @@ impl Workspace {
         self.run(cell, run_id).await?;
         let path = storage_path(path)?;
         let key = (cell.to_owned(), run_id.to_owned());
-        if let Some(b) = self.wal().object_bytes(&key, path.as_str()).await? {
+        if let Some(b) = self.log().object_bytes(&key, path.as_str()).await? {
             return Ok((path, b.as_ref().clone()));
         }
         let base = self.tree().run_dir(cell, run_id);
@@ -256,7 +256,7 @@ impl Workspace {
         }
         let base = self.tree().run_dir(cell, run_id);
         let key = (cell.to_owned(), run_id.to_owned());
-        let logged = self.wal().objects_under(&key, "").await?;
+        let logged = self.log().objects_under(&key, "").await?;
         self.blocking(move |tree| {
             let (mut files, _) = tree.list_files(&base, &prefix, usize::MAX)?;
             files.extend(logged.keys().cloned());

@@ -178,7 +178,7 @@ impl Workspace {
                 Ok(change)
             })
             .await?;
-        self.wal()
+        self.log()
             .seal(&(cell.to_owned(), run_id.to_owned()))
             .await?;
         run.invocations

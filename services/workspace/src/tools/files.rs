@@ -67,7 +67,7 @@ pub(super) fn run_base(call: &Call<'_>) -> std::path::PathBuf {
 /// Reads a visible file's bytes (audit objects still in flight in the journal included).
 async fn read_visible(call: &Call<'_>, path: &WsPath) -> Result<Read, WsError> {
     let key = (call.ctx.cell.clone(), call.ctx.run_id.clone());
-    if let Some(bytes) = call.ws.wal().object_bytes(&key, path.as_str()).await? {
+    if let Some(bytes) = call.ws.log().object_bytes(&key, path.as_str()).await? {
         return Ok(Read::File(bytes.as_ref().clone()));
     }
     let base = run_base(call);

@@ -46,7 +46,7 @@ async fn files_under(
         let below = format!("{scope}/");
         logged.extend(
             call.ws
-                .wal()
+                .log()
                 .objects_under(&key, scope)
                 .await?
                 .into_keys()
@@ -165,7 +165,7 @@ pub async fn search_files(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsE
     let (files, list_truncated, _skipped) =
         files_under(call, scopes, limits.max_search_files, named).await?;
     let key = (call.ctx.cell.clone(), call.ctx.run_id.clone());
-    let logged = call.ws.wal().objects_under(&key, "").await?;
+    let logged = call.ws.log().objects_under(&key, "").await?;
     let base = run_base(call);
     let matcher = Matcher::new(query);
     let outcome = call

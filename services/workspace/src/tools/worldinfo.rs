@@ -100,7 +100,7 @@ pub fn normalize(json_text: &str) -> Result<Activation, WsError> {
 pub async fn read_activated(call: &Call<'_>, args: Args) -> Result<ToolOutput, WsError> {
     let base = call.ws.tree().run_dir(&call.ctx.cell, &call.ctx.run_id);
     let key = (call.ctx.cell.clone(), call.ctx.run_id.clone());
-    let bytes = match call.ws.wal().object_bytes(&key, ACTIVATION_PATH).await? {
+    let bytes = match call.ws.log().object_bytes(&key, ACTIVATION_PATH).await? {
         Some(b) => Some(b.as_ref().clone()),
         None => match call
             .ws

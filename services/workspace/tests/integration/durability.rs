@@ -441,7 +441,7 @@ async fn a_crash_at_any_step_of_a_checkpoint_loses_nothing() {
         ] {
             let (sim, ws, grpc) = acknowledged_state().await;
             sim.crash_after(step);
-            let checkpointed = ws.wal().checkpoint().await.is_ok();
+            let checkpointed = ws.wal().unwrap().checkpoint().await.is_ok();
             finished = !sim.has_crashed();
             if finished {
                 assert!(

@@ -4,6 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+// The PostgreSQL server of toolplane-store's tests, for the shared-store journal over PostgreSQL.
+#[path = "../../../../libs/toolplane-store/tests/pg_server/mod.rs"]
+mod pg_server;
 
 mod admin_audit;
 mod cells;
@@ -12,6 +15,8 @@ mod exposure;
 mod kill;
 mod leases;
 mod search;
+mod shared_log;
+mod shared_log_race;
 mod storage;
 mod tls_flags;
 mod tools;

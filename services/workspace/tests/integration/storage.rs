@@ -138,7 +138,7 @@ async fn audit_objects_are_create_only_even_under_concurrency() {
         "{paths:?}"
     );
     // Modification times are real, whether the object is still in memory or already packed.
-    s.ws.wal().checkpoint().await.unwrap();
+    s.ws.wal().unwrap().checkpoint().await.unwrap();
     s.ok(
         "r1",
         "i",
@@ -389,7 +389,7 @@ async fn journals_are_checkpointed_into_files_and_read_back() {
     for t in tasks {
         t.await.unwrap();
     }
-    s.ws.wal().checkpoint().await.unwrap();
+    s.ws.wal().unwrap().checkpoint().await.unwrap();
     let journal = s.data().join("journal");
     let segments: Vec<_> = std::fs::read_dir(&journal)
         .unwrap()
@@ -406,7 +406,7 @@ async fn journals_are_checkpointed_into_files_and_read_back() {
         .collect();
     assert!(files.len() > 1, "{files:?}");
     assert_eq!(
-        s.ws.wal().pending_count(),
+        s.ws.wal().unwrap().pending_count(),
         0,
         "every object is in its run's packs"
     );
@@ -419,7 +419,7 @@ async fn journals_are_checkpointed_into_files_and_read_back() {
         "an audit object is no file of its own in the run tree"
     );
     // r2 is held by nobody and lives in its files only; r1 has a follower.
-    assert_eq!(s.ws.wal().resident_journals(), 1);
+    assert_eq!(s.ws.wal().unwrap().resident_journals(), 1);
     // Its objects are read back from its packs.
     let object = s
         .storage
@@ -501,6 +501,7 @@ async fn journals_are_checkpointed_into_files_and_read_back() {
     for run in ["r1", "r2"] {
         let journal = ws
             .wal()
+            .unwrap()
             .journal(&("default".into(), run.into()))
             .await
             .unwrap();
@@ -1426,6 +1427,7 @@ async fn a_returned_tasks_summary_name_is_reserved_so_the_result_always_lands() 
     let key = ("default".to_owned(), "r1".to_owned());
     let object =
         s.ws.wal()
+            .unwrap()
             .object(&key, "summaries/m-result.md")
             .await
             .unwrap();
@@ -1491,6 +1493,7 @@ async fn a_returned_tasks_summary_name_is_reserved_so_the_result_always_lands() 
     let ws = reopen(&s.data(), Default::default()).await;
     let err = ws
         .wal()
+        .unwrap()
         .put_object(
             &key,
             "summaries/old-result.md",
@@ -1511,6 +1514,7 @@ async fn a_returned_tasks_summary_name_is_reserved_so_the_result_always_lands() 
     );
     // Other names are still free in that run.
     ws.wal()
+        .unwrap()
         .put_object(
             &key,
             "summaries/new-result.md",
@@ -1599,8 +1603,8 @@ async fn audit_objects_live_in_packs_and_read_list_and_search_like_files() {
     // From memory, before the segment is checkpointed.
     check(&mut s).await;
     // From the run's pack, after a checkpoint; no file of the tree holds them.
-    s.ws.wal().checkpoint().await.unwrap();
-    assert_eq!(s.ws.wal().pending_count(), 0);
+    s.ws.wal().unwrap().checkpoint().await.unwrap();
+    assert_eq!(s.ws.wal().unwrap().pending_count(), 0);
     assert!(!s.run_dir("default", "r1").join("tool-results").exists());
     assert!(!s.run_dir("default", "r1").join(summary).exists());
     check(&mut s).await;
@@ -1627,6 +1631,7 @@ async fn audit_objects_live_in_packs_and_read_list_and_search_like_files() {
     let key = ("default".to_owned(), "r1".to_owned());
     assert_eq!(
         ws.wal()
+            .unwrap()
             .object_bytes(&key, result)
             .await
             .unwrap()
@@ -1634,7 +1639,12 @@ async fn audit_objects_live_in_packs_and_read_list_and_search_like_files() {
             .map(Vec::as_slice),
         Some(&b"{\"quokka\": \"found\"}"[..])
     );
-    let under = ws.wal().objects_under(&key, "summaries/").await.unwrap();
+    let under = ws
+        .wal()
+        .unwrap()
+        .objects_under(&key, "summaries/")
+        .await
+        .unwrap();
     assert_eq!(
         under.keys().map(String::as_str).collect::<Vec<_>>(),
         [summary]
@@ -1643,10 +1653,11 @@ async fn audit_objects_live_in_packs_and_read_list_and_search_like_files() {
     // stay readable, across another restart.
     let later = "tool-results/i/call_00000000000000bb.json";
     ws.wal()
+        .unwrap()
         .put_object(&key, later, b"later".to_vec(), true, false)
         .await
         .unwrap();
-    ws.wal().checkpoint().await.unwrap();
+    ws.wal().unwrap().checkpoint().await.unwrap();
     ws.shutdown();
     drop(ws);
     let packs: Vec<String> = std::fs::read_dir(s.data().join("journal/runs/default/r1"))
@@ -1662,6 +1673,7 @@ async fn audit_objects_live_in_packs_and_read_list_and_search_like_files() {
     ] {
         assert_eq!(
             ws.wal()
+                .unwrap()
                 .object_bytes(&key, path)
                 .await
                 .unwrap()
@@ -1681,6 +1693,7 @@ async fn record_types(ws: &toolplane_workspace::Workspace, run: &str) -> Vec<Str
     let key = ("default".to_owned(), run.to_owned());
     let page = ws
         .wal()
+        .unwrap()
         .journal(&key)
         .await
         .unwrap()
@@ -1763,6 +1776,7 @@ async fn a_crash_image_of_the_log_recovers_every_acknowledged_record_past_the_ze
     for n in 0..3u64 {
         let object = ws
             .wal()
+            .unwrap()
             .object(&key, &format!("tool-args/i/call_{n:016x}.json"))
             .await
             .unwrap()
@@ -1896,6 +1910,7 @@ async fn a_quiet_log_checkpoints_its_segment_and_makes_the_next_one_ready() {
     for n in 1..=2u64 {
         let object = ws
             .wal()
+            .unwrap()
             .object(&key, &format!("tool-args/i/call_{n:016x}.json"))
             .await
             .unwrap()
@@ -1973,6 +1988,7 @@ async fn several_runs_appends_share_a_request_and_fail_alone() {
     let key = ("default".to_owned(), "r2".to_owned());
     assert!(
         s.ws.wal()
+            .unwrap()
             .object(&key, "tool-args/i/call_0000000000000002.json")
             .await
             .unwrap()
