@@ -52,6 +52,10 @@ pub struct FileConfig {
     /// `[tls]`: the TLS flags' settings (docs/auth.md, "mTLS between services").
     #[serde(default)]
     pub tls: toolplane_serve::tls::TlsConfig,
+    /// `[store]`: a shared backend (PostgreSQL, S3, or a router over them; docs/storage.md) that
+    /// holds everything the workspace keeps, so several replicas serve the same runs
+    /// (docs/workspace.md, "On a shared store"). Unset, the data directory holds it all.
+    pub store: Option<toolplane_store::StoreConfig>,
 }
 
 /// The resolved configuration.
@@ -64,6 +68,8 @@ pub struct Config {
     pub auth: toolplane_serve::auth::AuthArgs,
     /// TLS: the flags over the file's `[tls]`.
     pub tls: toolplane_serve::tls::TlsConfig,
+    /// The shared store, when the file names one.
+    pub store: Option<toolplane_store::StoreConfig>,
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7430";
@@ -93,6 +99,48 @@ impl Config {
             limits: file.limits,
             auth: cli.auth.over(&file.auth),
             tls: cli.tls.over(&file.tls),
+            store: match file.store {
+                Some(store) if !store.is_shared() => {
+                    return Err(format!(
+                        "config.invalid: {}: [store] must be a shared backend (postgres, s3 or \
+                         routed); without it the workspace keeps everything in its data directory",
+                        cli.config
+                            .as_deref()
+                            .unwrap_or(std::path::Path::new("-"))
+                            .display()
+                    ));
+                }
+                store => store,
+            },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn resolve(file: &str) -> Result<Config, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("workspace.toml");
+        std::fs::write(&path, file).unwrap();
+        Config::resolve(&Cli::parse_from([
+            "toolplane-workspace",
+            "--config",
+            path.to_str().unwrap(),
+        ]))
+    }
+
+    #[test]
+    fn a_shared_store_table_is_taken_and_a_local_one_refused() {
+        let shared = resolve(
+            "[store]\nkind = \"postgres\"\nconnection = \"host=/run/postgresql\"\ntable = \"t\"\n",
+        )
+        .unwrap();
+        assert!(shared.store.is_some_and(|s| s.is_shared()));
+        assert!(resolve("").unwrap().store.is_none());
+        let local = resolve("[store]\nkind = \"fs\"\nroot = \"/tmp/x\"\n").unwrap_err();
+        assert!(local.contains("must be a shared backend"), "{local}");
     }
 }

@@ -12,7 +12,7 @@ use crate::error::WsError;
 const HEAD_MAGIC: &[u8; 6] = b"TPLH1\n";
 const SEGMENT_MAGIC: &[u8; 6] = b"TPLS1\n";
 
-/// A run's journal head, as stored at `log/<cell>/<run>/head`.
+/// A run's journal head, as stored at `heads/<cell>/<run>`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Head {
     /// The fence: appends of an older epoch are refused.

@@ -1,16 +1,20 @@
 //! The journal and the audit objects of runs on a shared store ([`StoreLog`]), for a workspace
 //! service running as several replicas over one `Store` (PostgreSQL, S3 with conditional puts, a
 //! routed mix), and [`Log`], which lets the engine run on it or on the local group-committed log
-//! ([`crate::wal::Wal`]). Owns the keys under `log/<cell>/<run>/` of the engine's namespace:
+//! ([`crate::wal::Wal`]). Owns these keys of the engine's namespace:
 //!
-//! - `head`: the fence (`epoch`), the next sequence number, the seal, the segments already moved
+//! - `heads/<cell>/<run>`: the fence (`epoch`), the next sequence number, the seal, the segments already moved
 //!   out and the tail of encoded records ([`head::Head`]). Every append and seal is one
 //!   compare-and-swap of the head, so the fence and the records are checked and written in one
 //!   atomic conditional write: a driver whose epoch was superseded never gets a record in.
-//! - `seg/<first:020>-<last:020>`: create-only, immutable segments of records moved out of a tail
+//! - `log/<cell>/<run>/seg/<first:020>-<last:020>`: create-only, immutable segments of records moved out of a tail
 //!   grown over [`TAIL_BYTES`].
-//! - `obj/<audit path>`: create-only audit objects (put time, then bytes), written before the
+//! - `log/<cell>/<run>/obj/<audit path>`: create-only audit objects (put time, then bytes), written before the
 //!   head that commits records naming them.
+//!
+//! The head, the one mutable key, lives apart from the create-only bytes under `log/`, so a routed
+//! store keeps heads in its records backend (`workspace/heads` among its record prefixes) and the
+//! bytes in an object store (docs/storage.md, "Routing").
 //!
 //! Must never make a record durable before an object it names, accept an append of an epoch below
 //! the head's, accept a second record for a sequence number, or overwrite an audit object.
@@ -79,7 +83,7 @@ fn run_prefix(key: &RunKey) -> String {
 }
 
 fn head_key(key: &RunKey) -> Result<Key, WsError> {
-    Ok(Key::new(format!("{}/head", run_prefix(key)))?)
+    Ok(Key::new(format!("heads/{}/{}", key.0, key.1))?)
 }
 
 fn segment_key(key: &RunKey, first: u64, last: u64) -> Result<Key, WsError> {

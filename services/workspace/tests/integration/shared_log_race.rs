@@ -199,7 +199,7 @@ impl Store for Recording {
         expected: Precondition,
     ) -> Result<Version, StoreError> {
         self.note("put_cas", Some(key));
-        if key.as_str().ends_with("/head") && self.armed.swap(false, Ordering::SeqCst) {
+        if key.as_str().contains("/heads/") && self.armed.swap(false, Ordering::SeqCst) {
             self.held.add_permits(1);
             self.release.acquire().await.unwrap().forget();
         }
@@ -254,9 +254,9 @@ async fn one_append_with_two_objects_costs_five_store_round_trips() {
     // compare-and-swap: never a record before the objects it names.
     assert_eq!(verbs, ["get", "get", "put_create", "put_create", "put_cas"]);
     assert!(ops[0].1.ends_with("manifest.json"), "{ops:?}");
-    assert!(ops[1].1.ends_with("log/default/r4/head"), "{ops:?}");
+    assert!(ops[1].1.ends_with("heads/default/r4"), "{ops:?}");
     assert!(ops[2].1.contains("/obj/tool-args/"), "{ops:?}");
-    assert!(ops[4].1.ends_with("log/default/r4/head"), "{ops:?}");
+    assert!(ops[4].1.ends_with("heads/default/r4"), "{ops:?}");
 }
 
 /// The stale driver's append passed every check of its replica (the manifest still at its epoch)
