@@ -39,7 +39,7 @@ use toolplane_proto::v1::tool_executor_client::ToolExecutorClient;
 use toolplane_store::{MemoryStore, Store};
 use toolplane_testkit::mcp_fixture;
 
-#[path = "../tests/common/process.rs"]
+#[path = "../tests/integration/common/process.rs"]
 mod process;
 
 /// Rounds against the Python bridge (each: one bridged and one direct call).

@@ -9,7 +9,7 @@
 
 // The modules form layers that import one way, down: state, context, lifecycle, tools, pipeline,
 // runloop, children, convert, peers, service, mcp and console (ARCHITECTURE.md; the table is in
-// tests/layering.rs).
+// tests/integration/layering.rs).
 pub mod children;
 pub mod config;
 pub mod console;

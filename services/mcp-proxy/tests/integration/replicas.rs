@@ -6,10 +6,10 @@
 //! (`pg_server`), started by this test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../../libs/toolplane-store/tests/pg_server/mod.rs"]
+#[path = "../../../../libs/toolplane-store/tests/pg_server/mod.rs"]
 mod pg_server;
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

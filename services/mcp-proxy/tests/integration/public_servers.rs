@@ -3,7 +3,7 @@
 //! from the cache, permit, call — all over gRPC on a real socket.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use toolplane_proto::v1 as pb;

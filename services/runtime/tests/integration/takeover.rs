@@ -8,7 +8,7 @@
 //! workspace's are tested in `ownership.rs` and the workspace's own tests).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

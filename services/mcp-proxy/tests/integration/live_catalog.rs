@@ -5,7 +5,7 @@
 //! unusable with its reason instead of usable and failing, over stdio and streamable HTTP.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

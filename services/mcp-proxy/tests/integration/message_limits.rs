@@ -3,7 +3,7 @@
 //! keeps serving on the same connection.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use toolplane_mcp_proxy::{MAX_ADMIN_REQUEST_BYTES, MAX_EXECUTE_REQUEST_BYTES};

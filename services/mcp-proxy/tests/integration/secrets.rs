@@ -3,7 +3,7 @@
 //! written back keeps its secrets.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use toolplane_proto::v1 as pb;

@@ -3,7 +3,7 @@
 //! header value; only admins read it, and only their own cell's.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -1,9 +1,9 @@
-//! Host-driven turns over the runtime's in-memory ports (tests/support): the host changes the tool
+//! Host-driven turns over the runtime's in-memory ports (tests/integration/support): the host changes the tool
 //! choice from one turn to the next, and a turn without calls uses up no round.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use support::{Alone, agent, alone, calls};

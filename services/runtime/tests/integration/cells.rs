@@ -1,4 +1,4 @@
-//! Cells that never meet, over the runtime's in-memory ports (tests/support): a caller of cell B
+//! Cells that never meet, over the runtime's in-memory ports (tests/integration/support): a caller of cell B
 //! finds nothing of cell A — not its runs, invocations, snapshots or journal, not in a listing —
 //! and gets for each of A's ids exactly the answer an id that does not exist gets; its tool calls
 //! on A's invocation are refused before any tool runs. Governance's Zone layer refuses calls made
@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use support::{Alone, agent, alone, calls};

@@ -2,7 +2,7 @@
 //! ends in a clear coded result, and the proxy keeps serving afterwards.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use toolplane_mcp_proxy::ProxySettings;

@@ -1,10 +1,10 @@
-//! The runtime alone, over its ports in memory (tests/support): the turn contract, budgets, finish
+//! The runtime alone, over its ports in memory (tests/integration/support): the turn contract, budgets, finish
 //! and commit, drift recovery, delegation, handoff and cycle detection, each checked by what a
 //! host or user sees — the answers, the journal, the chat message. No socket is opened.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use support::{agent, alone, alone_with, calls, eventually, host_turn, scripted, turn, writer_run};

@@ -117,7 +117,7 @@ fn upward_references() -> Vec<String> {
             continue;
         };
         let own = layer_of(&module).unwrap_or_else(|| {
-            panic!("`{module}` is not in the layer table of tests/layering.rs: give it a layer")
+            panic!("`{module}` is not in the layer table of tests/integration/layering.rs: give it a layer")
         });
         let text = std::fs::read_to_string(&file).unwrap();
         for used in crate_refs(&text) {

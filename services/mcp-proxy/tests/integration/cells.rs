@@ -4,7 +4,7 @@
 //! are called with the `Caller` the auth layer puts into each request.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use tonic::{Code, Request, Status};

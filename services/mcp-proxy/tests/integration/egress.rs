@@ -3,7 +3,7 @@
 //! laptop (`toolplane up` on loopback) they are allowed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -4,7 +4,7 @@
 //! fenced. The two-replica case is in `replicas.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use tonic_types::StatusExt as _;

@@ -3,7 +3,7 @@
 //! reaching a runtime on a non-loopback address) with 403 before any MCP is spoken.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

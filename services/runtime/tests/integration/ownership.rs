@@ -11,7 +11,7 @@
 //! (`mcp.stale_epoch`) loses the run just the same (the runtime over in-memory peers, `support`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

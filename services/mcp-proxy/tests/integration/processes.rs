@@ -4,7 +4,7 @@
 //! authentication on only admins register stdio servers, and only allowed commands.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 
