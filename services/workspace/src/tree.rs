@@ -96,6 +96,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 fn io_err(what: &str, path: &Path, e: io::Error) -> WsError {
+    // A path the filesystem layer can not name (on a store-backed tree: a key over the store's
+    // length limit) is the model's to fix: a recoverable error, without the host path.
+    if e.kind() == io::ErrorKind::InvalidInput {
+        return WsError::tool(
+            "workspace.invalid_path",
+            format!("the path can not be stored: {e}; use a shorter path"),
+        );
+    }
     WsError::io(format!("{what} {}: {e}", path.display()))
 }
 

@@ -34,6 +34,14 @@
 //! tree never links); `lock` and `try_lock` are locks within this process only. No symlink or
 //! special file can exist here, so the tree's symlink checks always pass.
 //!
+//! **Known folders.** The workspace never removes a folder of a run's tree, so a folder stays one:
+//! each `StoreFs` remembers the folders it created or found (a bounded set) and answers for them
+//! without a request — `symlink_metadata` says `Dir`, `create_dir` `AlreadyExists`, a rename into
+//! one skips its parent check. This keeps a probe of `a/b/c.txt` at one round trip (the leaf)
+//! instead of one per component. Its price: a folder another process removes is still a folder
+//! to this one (a rename into it then stores a file no listing shows); `remove_dir` here forgets
+//! it.
+//!
 //! **Between processes.** Each verb is atomic, but check-then-act sequences are not (a folder
 //! removed by one process while another renames a file into it leaves that file unlisted). Two
 //! processes writing one run's tree at once is what the run lease prevents; the last rename of a
@@ -48,12 +56,13 @@
 //! is not a multi-thread runtime, every verb fails with an `Unsupported` error instead.
 
 use std::{
+    collections::HashSet,
     ffi::{OsStr, OsString},
     fmt,
     future::Future,
     io,
     path::{Component, Path, PathBuf},
-    sync::Arc,
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
 };
 
 use tokio::runtime::{Handle, RuntimeFlavor};
@@ -66,6 +75,8 @@ use crate::{Key, MAX_LIST_LIMIT, Precondition, RESERVED_SEGMENT_PREFIX, Store, S
 
 /// The most files (and, separately, folders) one `read_dir` returns; a larger folder is an error.
 pub const MAX_DIR_ENTRIES: usize = 100_000;
+/// Bound on the folders a `StoreFs` remembers; past it the set starts over (a few more requests).
+const MAX_KNOWN_DIRS: usize = 1 << 16;
 /// How often a rename retries its compare-and-swap when other writers keep replacing the file.
 const REPLACE_ATTEMPTS: usize = 16;
 /// Prefixes a stored name that starts with itself or with the reserved prefix.
@@ -186,6 +197,8 @@ pub struct StoreFs {
     temps: TempArea,
     locks: LocalLocks,
     handle: Handle,
+    /// Folder keys this process created or found; see "Known folders" in the module docs.
+    known_dirs: Mutex<HashSet<Key>>,
 }
 
 impl fmt::Debug for StoreFs {
@@ -208,7 +221,27 @@ impl StoreFs {
             temps: TempArea::new(tmp),
             locks: LocalLocks::default(),
             handle,
+            known_dirs: Mutex::new(HashSet::new()),
         }
+    }
+
+    fn known_dirs(&self) -> MutexGuard<'_, HashSet<Key>> {
+        // Single inserts and removes: a panic elsewhere can not leave the set inconsistent.
+        self.known_dirs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn knows_dir(&self, key: &Key) -> bool {
+        self.known_dirs().contains(key)
+    }
+
+    fn learn_dir(&self, key: Key) {
+        let mut known = self.known_dirs();
+        if known.len() >= MAX_KNOWN_DIRS {
+            known.clear();
+        }
+        known.insert(key);
     }
 
     fn place(&self, path: &Path) -> io::Result<Place> {
@@ -253,7 +286,14 @@ impl StoreFs {
     /// Whether the folder `key` names exists (`None`: the root, which always does).
     async fn dir_exists(&self, key: Option<&Key>) -> io::Result<bool> {
         match key {
-            Some(key) => self.head(key).await,
+            Some(key) if self.knows_dir(key) => Ok(true),
+            Some(key) => {
+                let exists = self.head(key).await?;
+                if exists {
+                    self.learn_dir(key.clone());
+                }
+                Ok(exists)
+            }
             None => Ok(true),
         }
     }
@@ -313,6 +353,11 @@ impl StoreFs {
                     }));
                 }
             }
+            for dir in &dirs {
+                let mut names = node.names.clone();
+                names.push(encode(&dir.name)?);
+                self.learn_dir(Node::key_at(Space::Dirs, &names)?);
+            }
             files.extend(dirs);
             Ok(files)
         })
@@ -327,6 +372,9 @@ impl StoreFs {
         let file = node.key(Space::Files)?;
         let dir = node.key(Space::Dirs)?;
         let parent = node.parent_dir_key()?;
+        if self.knows_dir(&dir) {
+            return Err(kind_error(io::ErrorKind::IsADirectory));
+        }
         self.block(async {
             let (parent_exists, is_dir, mut current) =
                 tokio::try_join!(self.dir_exists(parent.as_ref()), self.head(&dir), async {
@@ -427,6 +475,11 @@ impl Fs for StoreFs {
             }
             self.store.delete(&marker, None).await.map_err(store_err)
         })?;
+        let below = node.names.join("/");
+        self.known_dirs().retain(|key| {
+            let names = key.as_str().splitn(3, '/').nth(2).unwrap_or("");
+            names != below && !names.starts_with(&format!("{below}/"))
+        });
         if existed {
             Ok(())
         } else {
@@ -445,6 +498,9 @@ impl Fs for StoreFs {
         let file = node.key(Space::Files)?;
         let marker = node.key(Space::Dirs)?;
         let parent = node.parent_dir_key()?;
+        if self.knows_dir(&marker) {
+            return Err(kind_error(io::ErrorKind::AlreadyExists));
+        }
         self.block(async {
             let (is_file, parent_exists) =
                 tokio::try_join!(self.head(&file), self.dir_exists(parent.as_ref()))?;
@@ -454,11 +510,12 @@ impl Fs for StoreFs {
             if !parent_exists {
                 return Err(kind_error(io::ErrorKind::NotFound));
             }
-            self.store
-                .put_create(&marker, Vec::new())
-                .await
-                .map_err(store_err)?;
-            Ok(())
+            let created = self.store.put_create(&marker, Vec::new()).await;
+            // Created now or by someone else before: a folder either way.
+            if matches!(created, Ok(_) | Err(StoreError::AlreadyExists { .. })) {
+                self.learn_dir(marker.clone());
+            }
+            created.map(|_| ()).map_err(store_err)
         })
     }
 
@@ -504,11 +561,17 @@ impl Fs for StoreFs {
         };
         let file = node.key(Space::Files)?;
         let marker = node.key(Space::Dirs)?;
+        if self.knows_dir(&marker) {
+            return Ok(FileKind::Dir);
+        }
         let (is_file, is_dir) =
             self.block(async { tokio::try_join!(self.head(&file), self.head(&marker)) })?;
         match (is_file, is_dir) {
             (true, _) => Ok(FileKind::File),
-            (false, true) => Ok(FileKind::Dir),
+            (false, true) => {
+                self.learn_dir(marker);
+                Ok(FileKind::Dir)
+            }
             (false, false) => Err(kind_error(io::ErrorKind::NotFound)),
         }
     }
