@@ -61,6 +61,14 @@ fn listing(fs: &StoreFs, path: &Path) -> Result<Vec<(String, FileKind)>, ErrorKi
 
 /// The contract, step by step, on a fresh store.
 fn contract(fs: &StoreFs) {
+    folders(fs);
+    temp_files_and_renames(fs);
+    listings_and_names(fs);
+    removal_and_refusals(fs);
+}
+
+/// Folders: the root always exists; others are created once and empty until filled.
+fn folders(fs: &StoreFs) {
     let r = root();
     assert_eq!(kind(fs, &r), Ok(FileKind::Dir), "the root always exists");
     assert_eq!(kind(fs, &r.join("a")), Err(ErrorKind::NotFound));
@@ -87,6 +95,11 @@ fn contract(fs: &StoreFs) {
         "an empty folder lists empty"
     );
     assert_eq!(listing(fs, &r.join("missing")), Err(ErrorKind::NotFound));
+}
+
+/// Temp files and the renames that put them into the store.
+fn temp_files_and_renames(fs: &StoreFs) {
+    let r = root();
 
     // Temp files live in memory until a rename puts them into the store.
     fs.create_dir(&tmp().join("0")).unwrap();
@@ -137,6 +150,11 @@ fn contract(fs: &StoreFs) {
         "a file is there"
     );
     assert_eq!(listing(fs, &f), Err(ErrorKind::NotADirectory));
+}
+
+/// Listings and names.
+fn listings_and_names(fs: &StoreFs) {
+    let r = root();
 
     // Listings hold exactly the folder's children, by kind, whatever lies deeper.
     fs.create_dir(&r.join("a/b")).unwrap();
@@ -165,6 +183,12 @@ fn contract(fs: &StoreFs) {
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
     assert!(!err.to_string().contains("/data"), "{err}");
     assert_eq!(kind(fs, &r.join("a/../a")), Err(ErrorKind::InvalidInput));
+}
+
+/// Removal, refusals and locks.
+fn removal_and_refusals(fs: &StoreFs) {
+    let r = root();
+    let f = r.join("a/f.txt");
 
     // Removal: only empty folders, and only what exists.
     assert_eq!(

@@ -222,10 +222,18 @@ fn memory() -> Arc<dyn Store> {
     Arc::new(MemoryStore::new(StoreOptions::default()))
 }
 
-/// Write, read, patch, list, search and the paths a store can not name, as a model sees them.
+/// Write, read, patch, list, search, the paths a store can not name and an audit put, as the
+/// service's clients see them.
 async fn tools_work(store: Arc<dyn Store>) {
     let (mut s, _) = start_on(store).await;
     s.run("default", "r1", "chat1", "i").await;
+    write_read_patch(&mut s).await;
+    list_and_search(&mut s).await;
+    refusals(&mut s).await;
+    audit_put(&mut s).await;
+}
+
+async fn write_read_patch(s: &mut Service) {
     let path = "output/a/b/c.txt";
     s.ok(
         "r1",
@@ -270,7 +278,10 @@ async fn tools_work(store: Arc<dyn Store>) {
             .await
             .contains("odd fox")
     );
+}
 
+async fn list_and_search(s: &mut Service) {
+    let (path, odd) = ("output/a/b/c.txt", "output/.toolplane-notes/x.md");
     let listed = s.ok("r1", "i", "workspace.list_files", json!({})).await;
     for want in [path, "plan/todo.md", odd] {
         assert!(listed.contains(want), "{want} missing from {listed}");
@@ -294,7 +305,9 @@ async fn tools_work(store: Arc<dyn Store>) {
         .unwrap();
     assert!(!r.is_error, "{}", r.content);
     assert_eq!(structured(&r)["totalMatches"], 2, "{}", r.content);
+}
 
+async fn refusals(s: &mut Service) {
     assert_eq!(
         s.err(
             "r1",
@@ -337,7 +350,9 @@ async fn tools_work(store: Arc<dyn Store>) {
     );
     let data = s.data();
     assert!(!r.content.contains(data.to_str().unwrap()), "{}", r.content);
+}
 
+async fn audit_put(s: &mut Service) {
     // An audit object's put checks the run's tree from an async task (the log's `held`): over
     // the store that blocks in place, and the object reads back.
     let object = "tool-args/i/call_0123456789abcdef.json";
