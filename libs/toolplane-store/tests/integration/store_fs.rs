@@ -1,6 +1,6 @@
 //! `StoreFs`, the filesystem layer over a store: the `Fs` contract the workspace's trees rely on
 //! (kinds, `NotFound`/`AlreadyExists`, empty folders, atomic replace by rename, paged listings),
-//! over the memory backend and over PostgreSQL, two processes' views of one tree, and the
+//! over the memory backend, PostgreSQL and S3 (s3s-fs), two processes' views of one tree, and the
 //! blocking rule (an error, never a panic, where `block_on` can not run).
 
 use std::{
@@ -10,8 +10,8 @@ use std::{
 };
 
 use toolplane_store::{
-    MemoryStore, Store, StoreOptions,
-    fs::{FileKind, Fs, StoreFs},
+    Key, MemoryStore, Store, StoreOptions,
+    fs::{FileKind, Fs, MAX_DIR_ENTRIES, StoreFs},
 };
 
 fn root() -> PathBuf {
@@ -253,6 +253,13 @@ async fn the_fs_contract_holds_over_postgres() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fs_contract_holds_over_s3() {
+    let store =
+        crate::s3_server::open(crate::s3_server::Kind::S3sFs, StoreOptions::default()).await;
+    on_blocking_thread(store, contract).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_share_one_tree() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new(StoreOptions::default()));
     let (one, two) = (store_fs(&store), store_fs(&store));
@@ -294,6 +301,26 @@ async fn a_folder_larger_than_a_list_page_lists_whole() {
     })
     .await
     .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_folder_over_the_entry_limit_is_refused_not_read_whole() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new(StoreOptions::default()));
+    // Files put straight into the file space of the root (`f/1/<name>`), as another process
+    // might have made them.
+    for i in 0..=MAX_DIR_ENTRIES {
+        let key = Key::new(format!("f/1/n{i:06}")).unwrap();
+        store.put_create(&key, Vec::new()).await.unwrap();
+    }
+    let fs = store_fs(&store);
+    let err = tokio::task::spawn_blocking(move || fs.read_dir(&root()).unwrap_err())
+        .await
+        .unwrap();
+    assert!(
+        err.to_string()
+            .contains(&format!("more than {MAX_DIR_ENTRIES} entries")),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
