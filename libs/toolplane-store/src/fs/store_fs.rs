@@ -24,15 +24,17 @@
 //! renaming a temp file over it); `rename(tmp/x, root/y)` is an atomic replace on every backend:
 //! the store has no unconditional put, so it heads `y`'s file key (concurrently with checking
 //! that `y`'s folder exists and `y` is not a folder), then `put_cas`es against the version seen,
-//! retrying with the version a conflict reports (the last rename wins, as with `rename(2)`); `create_dir` is a `put_create` of the marker (`AlreadyExists` when a file
-//! or folder is there, `NotFound` without its parent); `symlink_metadata` heads the file and
-//! the folder key concurrently; `read` is one `get` (a miss costs one more `head` to tell a
+//! retrying with the version a conflict reports (the last rename wins, as with `rename(2)`);
+//! `create_dir` is a `put_create` of the marker (`AlreadyExists` when a file or folder is there,
+//! `NotFound` without its parent); `symlink_metadata` heads the file and the folder key
+//! concurrently; `read` is one `get` (a miss costs one more `head` to tell a
 //! folder from nothing); `read_dir` lists both spaces a page at a time and refuses a folder of
 //! more than [`MAX_DIR_ENTRIES`] files (or folders) rather than grow without end; `remove_dir`
 //! deletes the marker when a one-key listing of each space finds nothing below; `sync_dir` does
 //! nothing, since a store write is durable when it returns; `hard_link` is `Unsupported` (the
 //! tree never links); `lock` and `try_lock` are locks within this process only. No symlink or
-//! special file can exist here, so the tree's symlink checks always pass.
+//! special file can exist here (`may_hold_symlinks` is false), so the tree's symlink checks always
+//! pass and it skips its re-check before a rename, whose own folder check covers the rest.
 //!
 //! **Known folders.** The workspace never removes a folder of a run's tree, so a folder stays one:
 //! each `StoreFs` remembers the folders it created or found (a bounded set) and answers for them
@@ -53,7 +55,8 @@
 //! on a worker of a multi-thread runtime it still works (the worker hands its other tasks on
 //! while it waits). `block_on` on a current-thread runtime's own thread would panic and can not
 //! be told apart from its blocking threads, so under a current-thread runtime, and when `handle`
-//! is not a multi-thread runtime, every verb fails with an `Unsupported` error instead.
+//! is not a multi-thread runtime, every verb that needs the store fails with an `Unsupported`
+//! error instead (temp files keep working).
 
 use std::{
     collections::HashSet,
@@ -582,5 +585,10 @@ impl Fs for StoreFs {
 
     fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn FsLock>>> {
         Ok(self.locks.try_lock(path))
+    }
+
+    /// Never: neither the store nor the temp area can hold a symlink or special file.
+    fn may_hold_symlinks(&self, _path: &Path) -> bool {
+        false
     }
 }
