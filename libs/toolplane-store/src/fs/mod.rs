@@ -34,6 +34,7 @@
 
 mod layer;
 mod store_fs;
+mod store_fs_keys;
 mod store_fs_local;
 
 use std::{

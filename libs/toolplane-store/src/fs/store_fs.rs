@@ -60,7 +60,7 @@
 
 use std::{
     collections::HashSet,
-    ffi::{OsStr, OsString},
+    ffi::OsString,
     fmt,
     future::Future,
     io,
@@ -72,125 +72,26 @@ use tokio::runtime::{Handle, RuntimeFlavor};
 
 use super::{
     DirEntry, FileKind, Fs, FsFile, FsLock,
+    store_fs_keys::{Node, Space, decode, encode, invalid_input, store_err},
     store_fs_local::{LocalLocks, TempArea},
 };
-use crate::{Key, MAX_LIST_LIMIT, Precondition, RESERVED_SEGMENT_PREFIX, Store, StoreError};
+use crate::{Key, MAX_LIST_LIMIT, Precondition, Store, StoreError};
 
 /// The most files (and, separately, folders) one `read_dir` returns; a larger folder is an error.
 pub const MAX_DIR_ENTRIES: usize = 100_000;
 /// Bound on the folders a `StoreFs` remembers; past it the set starts over (a few more requests).
 const MAX_KNOWN_DIRS: usize = 1 << 16;
-/// How often a rename retries its compare-and-swap when other writers keep replacing the file.
-const REPLACE_ATTEMPTS: usize = 16;
-/// Prefixes a stored name that starts with itself or with the reserved prefix.
-const ESCAPE: char = '%';
-
-/// The two key spaces.
-#[derive(Clone, Copy)]
-enum Space {
-    Files,
-    Dirs,
-}
-
-impl Space {
-    fn tag(self) -> &'static str {
-        match self {
-            Space::Files => "f",
-            Space::Dirs => "d",
-        }
-    }
-}
-
-/// A path below the root, as its stored (escaped) names.
-struct Node {
-    names: Vec<String>,
-}
-
-impl Node {
-    fn is_root(&self) -> bool {
-        self.names.is_empty()
-    }
-
-    fn key_at(space: Space, names: &[String]) -> io::Result<Key> {
-        let key = if names.is_empty() {
-            format!("{}/0", space.tag())
-        } else {
-            format!("{}/{}/{}", space.tag(), names.len(), names.join("/"))
-        };
-        Key::new(key).map_err(|e| match e {
-            StoreError::InvalidKey { reason, .. } => invalid_input(format!(
-                "the path can not be stored ({reason}): it is too long or has a refused name"
-            )),
-            other => store_err(other),
-        })
-    }
-
-    fn key(&self, space: Space) -> io::Result<Key> {
-        Node::key_at(space, &self.names)
-    }
-
-    /// The key of the parent folder, or `None` for a child of the root (which always exists).
-    fn parent_dir_key(&self) -> io::Result<Option<Key>> {
-        match self.names.split_last() {
-            Some((_, parent)) if !parent.is_empty() => Node::key_at(Space::Dirs, parent).map(Some),
-            _ => Ok(None),
-        }
-    }
-
-    /// The prefix whose keys are exactly this folder's children in `space`.
-    fn children(&self, space: Space) -> io::Result<Key> {
-        let key = if self.names.is_empty() {
-            format!("{}/1", space.tag())
-        } else {
-            format!(
-                "{}/{}/{}",
-                space.tag(),
-                self.names.len() + 1,
-                self.names.join("/")
-            )
-        };
-        Key::new(key).map_err(|_| invalid_input("the path is too long to be stored"))
-    }
-}
+/// How often a rename tries its compare-and-swap when other writers keep replacing the file
+/// (with the pauses of [`backoff`], about 1.5 s in all before it gives up).
+const REPLACE_ATTEMPTS: usize = 32;
 
 enum Place {
     Tree(Node),
     Temp,
 }
 
-fn invalid_input(message: impl Into<String>) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, message.into())
-}
-
 fn kind_error(kind: io::ErrorKind) -> io::Error {
     io::Error::from(kind)
-}
-
-/// A store failure as the `io::ErrorKind` the `Fs` contract's callers branch on.
-fn store_err(e: StoreError) -> io::Error {
-    let kind = match &e {
-        StoreError::AlreadyExists { .. } => io::ErrorKind::AlreadyExists,
-        StoreError::InvalidKey { .. } => io::ErrorKind::InvalidInput,
-        StoreError::TooLarge { .. } => io::ErrorKind::FileTooLarge,
-        _ => io::ErrorKind::Other,
-    };
-    io::Error::new(kind, e)
-}
-
-/// The stored form of one path name.
-fn encode(name: &OsStr) -> io::Result<String> {
-    let name = name
-        .to_str()
-        .ok_or_else(|| invalid_input("a name that is not UTF-8 can not be stored"))?;
-    if name.starts_with(ESCAPE) || name.starts_with(RESERVED_SEGMENT_PREFIX) {
-        Ok(format!("{ESCAPE}{name}"))
-    } else {
-        Ok(name.to_owned())
-    }
-}
-
-fn decode(name: &str) -> &str {
-    name.strip_prefix(ESCAPE).unwrap_or(name)
 }
 
 /// A file tree in a [`Store`]; see the module docs.
@@ -378,8 +279,8 @@ impl StoreFs {
         if self.knows_dir(&dir) {
             return Err(kind_error(io::ErrorKind::IsADirectory));
         }
-        self.block(async {
-            let (parent_exists, is_dir, mut current) =
+        let mut current = self.block(async {
+            let (parent_exists, is_dir, current) =
                 tokio::try_join!(self.dir_exists(parent.as_ref()), self.head(&dir), async {
                     self.store.head(&file).await.map_err(store_err)
                 },)?;
@@ -389,23 +290,45 @@ impl StoreFs {
             if !parent_exists {
                 return Err(kind_error(io::ErrorKind::NotFound));
             }
-            // The store has no unconditional put: replace the version just seen, and on a
-            // conflict the version the store reports, until one put lands.
-            for _ in 0..REPLACE_ATTEMPTS {
-                let expected = current.map_or(Precondition::Absent, Precondition::Version);
-                match self.store.put_cas(&file, bytes.clone(), expected).await {
-                    Ok(_) => return Ok(()),
-                    Err(StoreError::Conflict { current: found, .. }) => current = found,
-                    Err(e) => return Err(store_err(e)),
-                }
-            }
-            Err(io::Error::other(
-                "the file kept changing while it was replaced; try again",
-            ))
+            Ok(current)
         })?;
+        // The store has no unconditional put: replace the version just seen, and on a conflict
+        // the version the store reports, until one put lands. Writers racing on one path retry
+        // after a growing, jittered pause (on this blocking thread, between store calls), so
+        // they fall out of step instead of each losing to the others every time.
+        let mut attempt = 0;
+        loop {
+            let expected = current.map_or(Precondition::Absent, Precondition::Version);
+            let put =
+                self.block(async { Ok(self.store.put_cas(&file, bytes.clone(), expected).await) })?;
+            match put {
+                Ok(_) => break,
+                Err(StoreError::Conflict { current: found, .. }) => current = found,
+                Err(e) => return Err(store_err(e)),
+            }
+            attempt += 1;
+            if attempt >= REPLACE_ATTEMPTS {
+                return Err(io::Error::other(
+                    "the file kept changing while it was replaced; try again",
+                ));
+            }
+            std::thread::sleep(backoff(attempt));
+        }
         self.temps.forget(from);
         Ok(())
     }
+}
+
+/// The pause before retry `attempt` (from 1): up to 1 ms doubled per attempt, at most 64 ms,
+/// less a random part of it.
+fn backoff(attempt: usize) -> std::time::Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let ceiling_us = 1000u64 << attempt.min(6);
+    // `RandomState` is seeded randomly per thread and per call: jitter without a dependency.
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    std::time::Duration::from_micros(ceiling_us / 2 + random % (ceiling_us / 2))
 }
 
 fn unsupported(what: &str) -> io::Error {

@@ -281,6 +281,40 @@ async fn two_processes_share_one_tree() {
     .unwrap();
 }
 
+/// Renames of one path from several processes at once, over PostgreSQL (whose round trips let
+/// them interleave between a rename's head and its put): each lands whole (none fails on the
+/// compare-and-swap it retries), and the file holds one writer's bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_renames_of_one_path_all_land_whole() {
+    let store = crate::pg_server::open(StoreOptions::default()).await;
+    let target = root().join("shared.md");
+    let mut writers = Vec::new();
+    for w in 0..8u8 {
+        let fs = store_fs(&store);
+        let target = target.clone();
+        writers.push(tokio::task::spawn_blocking(move || {
+            for i in 0..25u8 {
+                let temp = tmp().join(format!("w{w}-{i}"));
+                let mut file = fs.create_new(&temp).unwrap();
+                file.write_all(&[w; 1000]).unwrap();
+                fs.rename(&temp, &target).unwrap();
+            }
+        }));
+    }
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let fs = store_fs(&store);
+    let bytes = tokio::task::spawn_blocking(move || fs.read(&target).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(bytes.len(), 1000);
+    assert!(
+        bytes.iter().all(|b| *b == bytes[0]),
+        "one writer's bytes, whole"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_folder_larger_than_a_list_page_lists_whole() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new(StoreOptions::default()));
