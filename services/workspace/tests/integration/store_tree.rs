@@ -1,16 +1,11 @@
-//! Run trees on a shared store: the workspace service with its run trees in a `Store` through
-//! `StoreFs` (the memory backend and PostgreSQL), its tools over real sockets — write, read,
-//! patch, list, search, persist promotion, paths the store can not name — two replicas on one
-//! store seeing one tree, and the store round trips one write and one read cost.
-//!
-//! The journal log stays on the local disk (it appends to segment files, which a store can not
-//! do): [`SplitFs`] sends `<data>/tree` and `<data>/tmp` to the store and the rest of the data
-//! directory to the real filesystem, copying a journal file written through the tree's temp area
-//! to the disk.
+//! Run trees on a shared store: the workspace service opened as a replica (`open_shared`) with its
+//! run trees in the store through `StoreFs` (the memory backend and PostgreSQL), its tools over
+//! real sockets — write, read, patch, list, search, persist promotion, paths the store can not
+//! name, a folder appearing under a write — two replicas seeing one tree, and the store requests
+//! one write and one read of a file cost.
 
 use std::{
-    io,
-    path::{Path, PathBuf},
+    path::Path,
     sync::{
         Arc,
         atomic::{AtomicU64, Ordering},
@@ -27,7 +22,7 @@ use toolplane_proto::v1::{
 use toolplane_store::{
     Key, ListPage, MemoryStore, Object, Precondition, Store, StoreError, StoreExt, StoreOptions,
     Version,
-    fs::{DirEntry, FileKind, Fs, FsFile, FsLock, RealFs, StoreFs},
+    fs::{Fs, StoreFs},
 };
 use toolplane_testkit::spawn_routes;
 use toolplane_workspace::{
@@ -37,89 +32,6 @@ use toolplane_workspace::{
 };
 
 use crate::common::{Service, structured};
-
-/// The tree (and its temp area) on the store, everything else of `<data>` on the local disk.
-#[derive(Debug)]
-struct SplitFs {
-    tree: StoreFs,
-    local: RealFs,
-    data: PathBuf,
-    seq: AtomicU64,
-}
-
-impl SplitFs {
-    fn on_store(&self, path: &Path) -> bool {
-        path.starts_with(self.data.join("tree")) || path.starts_with(self.data.join("tmp"))
-    }
-
-    fn pick(&self, path: &Path) -> &dyn Fs {
-        if self.on_store(path) {
-            &self.tree
-        } else {
-            &self.local
-        }
-    }
-
-    /// A journal file the tree wrote into its (store-side) temp area, put on the local disk.
-    fn copy_to_disk(&self, from: &Path, to: &Path) -> io::Result<()> {
-        let bytes = self.tree.read(from)?;
-        let n = self.seq.fetch_add(1, Ordering::Relaxed);
-        let temp = self.data.join("xfer").join(n.to_string());
-        let mut file = self.local.create_new(&temp)?;
-        file.write_all(&bytes)?;
-        file.sync()?;
-        self.local.rename(&temp, to)?;
-        self.tree.remove_file(from)
-    }
-}
-
-impl Fs for SplitFs {
-    fn create_new(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
-        self.pick(path).create_new(path)
-    }
-    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.pick(to).hard_link(from, to)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        match (self.on_store(from), self.on_store(to)) {
-            (true, false) => self.copy_to_disk(from, to),
-            _ => self.pick(to).rename(from, to),
-        }
-    }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.pick(path).remove_file(path)
-    }
-    fn remove_dir(&self, path: &Path) -> io::Result<()> {
-        self.pick(path).remove_dir(path)
-    }
-    fn create_dir(&self, path: &Path) -> io::Result<()> {
-        self.pick(path).create_dir(path)
-    }
-    fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        self.pick(path).sync_dir(path)
-    }
-    fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
-        self.pick(path).read(path)
-    }
-    fn read_range(&self, path: &Path, offset: u64, len: usize) -> io::Result<Vec<u8>> {
-        self.pick(path).read_range(path, offset, len)
-    }
-    fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
-        self.pick(path).read_dir(path)
-    }
-    fn symlink_metadata(&self, path: &Path) -> io::Result<FileKind> {
-        self.pick(path).symlink_metadata(path)
-    }
-    fn lock(&self, path: &Path) -> io::Result<Box<dyn FsLock>> {
-        self.pick(path).lock(path)
-    }
-    fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn FsLock>>> {
-        self.pick(path).try_lock(path)
-    }
-    fn may_hold_symlinks(&self, path: &Path) -> bool {
-        self.pick(path).may_hold_symlinks(path)
-    }
-}
 
 /// Counts the requests made to a store.
 #[derive(Debug)]
@@ -175,8 +87,11 @@ impl Store for Counting {
     }
 }
 
-/// A workspace service whose run trees live in `store` (namespace `tree`); `tree_calls` counts
-/// the tree's requests to it.
+/// The namespace of the run trees, beside the engine's own keys under `workspace/`.
+const TREE_NAMESPACE: &str = "workspace/tree";
+
+/// A workspace replica over `store` whose run trees live in it too (under [`TREE_NAMESPACE`]); the
+/// counter counts the tree's requests.
 async fn start_on(store: Arc<dyn Store>) -> (Service, Arc<Counting>) {
     start_on_with(store, Arc::new(NoHooks)).await
 }
@@ -186,25 +101,18 @@ async fn start_on_with(
     hooks: Arc<dyn TreeHooks>,
 ) -> (Service, Arc<Counting>) {
     let dir = tempfile::tempdir().unwrap();
-    let data = std::fs::canonicalize(dir.path()).unwrap();
-    std::fs::create_dir(data.join("xfer")).unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
     let counting = Arc::new(Counting {
-        inner: store.namespace("tree").unwrap(),
+        inner: store.namespace(TREE_NAMESPACE).unwrap(),
         calls: AtomicU64::new(0),
     });
-    let tree_store: Arc<dyn Store> = Arc::clone(&counting) as Arc<dyn Store>;
-    let fs = SplitFs {
-        tree: StoreFs::new(
-            tree_store,
-            data.join("tree"),
-            data.join("tmp"),
-            tokio::runtime::Handle::current(),
-        ),
-        local: RealFs,
-        data: data.clone(),
-        seq: AtomicU64::new(0),
-    };
-    let ws = Workspace::open_with(Arc::new(fs), data, store, Limits::default(), hooks)
+    let tree_fs: Arc<dyn Fs> = Arc::new(StoreFs::new(
+        Arc::clone(&counting) as Arc<dyn Store>,
+        root.join("tree"),
+        root.join("tmp"),
+        tokio::runtime::Handle::current(),
+    ));
+    let ws = Workspace::open_shared(store, tree_fs, root, Limits::default(), hooks)
         .await
         .unwrap();
     let ws = Arc::new(ws);
@@ -361,8 +269,7 @@ async fn refusals(s: &mut Service) {
 }
 
 async fn audit_put(s: &mut Service) {
-    // An audit object's put checks the run's tree from an async task (the log's `held`): over
-    // the store that blocks in place, and the object reads back.
+    // Audit objects live in the shared log beside the tree: put, then read back.
     let object = "tool-args/i/call_0123456789abcdef.json";
     s.storage
         .put_audit_object(pb::PutAuditObjectRequest {
@@ -453,7 +360,7 @@ impl TreeHooks for FolderAppears {
         let other = StoreFs::new(
             Arc::clone(&self.tree),
             root.to_path_buf(),
-            root.with_file_name("other-tmp"),
+            root.with_file_name("tmp"),
             tokio::runtime::Handle::current(),
         );
         other.create_dir(target).unwrap();
@@ -464,7 +371,7 @@ impl TreeHooks for FolderAppears {
 async fn a_folder_made_meanwhile_is_refused_not_replaced() {
     let store = memory();
     let hooks = Arc::new(FolderAppears {
-        tree: store.namespace("tree").unwrap(),
+        tree: store.namespace(TREE_NAMESPACE).unwrap(),
     });
     let (mut s, _) = start_on_with(store, hooks).await;
     s.run("default", "r1", "chat1", "i").await;
