@@ -95,7 +95,22 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+fn path_is_directory() -> WsError {
+    WsError::tool(
+        "workspace.path_is_directory",
+        "the path is a folder; use workspace_list_files to see its files",
+    )
+}
+
 fn io_err(what: &str, path: &Path, e: io::Error) -> WsError {
+    // A path the filesystem layer can not name (on a store-backed tree: a key over the store's
+    // length limit) is the model's to fix: a recoverable error, without the host path.
+    if e.kind() == io::ErrorKind::InvalidInput {
+        return WsError::tool(
+            "workspace.invalid_path",
+            format!("the path can not be stored: {e}; use a shorter path"),
+        );
+    }
     WsError::io(format!("{what} {}: {e}", path.display()))
 }
 
@@ -366,10 +381,7 @@ impl Tree {
     fn check_target(&self, target: &Path) -> Result<(), WsError> {
         match self.kind(target)? {
             None | Some(FileKind::File) => Ok(()),
-            Some(FileKind::Dir) => Err(WsError::tool(
-                "workspace.path_is_directory",
-                "the path is a folder; use workspace_list_files to see its files",
-            )),
+            Some(FileKind::Dir) => Err(path_is_directory()),
             Some(kind) => Err(Self::escape(target, kind)),
         }
     }
@@ -381,16 +393,23 @@ impl Tree {
         let tmp = self.temp(bytes)?;
         self.hooks.before_commit(&target);
         // Re-check right before the rename: a symlink or folder that appeared meanwhile is
-        // refused rather than replaced.
-        if let Err(e) = self
-            .probe(base, rel)
-            .and_then(|_| self.check_target(&target))
+        // refused rather than replaced. A layer that can hold no symlink (a store-backed tree)
+        // refuses a folder in its rename, so there the re-check would only repeat requests.
+        let recheck = || {
+            self.probe(base, rel)
+                .and_then(|_| self.check_target(&target))
+        };
+        if self.fs.may_hold_symlinks(&target)
+            && let Err(e) = recheck()
         {
             let _ = self.fs.remove_file(&tmp);
             return Err(e);
         }
         if let Err(e) = self.fs.rename(&tmp, &target) {
             let _ = self.fs.remove_file(&tmp);
+            if e.kind() == io::ErrorKind::IsADirectory {
+                return Err(path_is_directory());
+            }
             return Err(io_err("rename into place", &target, e));
         }
         self.fs

@@ -88,6 +88,13 @@ pub trait Fs: Send + Sync + fmt::Debug {
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FsLock>>;
     /// Like [`Fs::lock`] but returns `None` instead of waiting when someone holds the lock.
     fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn FsLock>>>;
+    /// Whether a symlink or special file the caller did not make may appear at `path`. A caller
+    /// that re-checks a path right before replacing it, so as never to replace one planted
+    /// meanwhile, may skip that re-check where this is false. The default says it may.
+    fn may_hold_symlinks(&self, path: &Path) -> bool {
+        let _ = path;
+        true
+    }
 }
 
 /// The real filesystem through `std::fs`.

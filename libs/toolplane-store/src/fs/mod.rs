@@ -33,6 +33,9 @@
 //! file's own directory entry needs to be durable.
 
 mod layer;
+mod store_fs;
+mod store_fs_keys;
+mod store_fs_local;
 
 use std::{
     collections::{HashMap, HashSet},
@@ -51,6 +54,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::OwnedMutexGuard;
 
 pub use layer::{DirEntry, FileKind, Fs, FsFile, FsLock, RealFs};
+pub use store_fs::{MAX_DIR_ENTRIES, StoreFs};
 
 use crate::{
     Key, ListPage, Object, Precondition, Store, StoreError, StoreOptions, Version,

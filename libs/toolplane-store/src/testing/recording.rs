@@ -197,4 +197,8 @@ impl Fs for RecordingFs {
         self.record(FsOp::TryLock(path.to_path_buf()));
         self.inner.try_lock(path)
     }
+
+    fn may_hold_symlinks(&self, path: &Path) -> bool {
+        self.inner.may_hold_symlinks(path)
+    }
 }

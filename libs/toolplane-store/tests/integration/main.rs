@@ -15,3 +15,4 @@ mod fs_crash;
 mod fs_protocol;
 mod postgres;
 mod s3;
+mod store_fs;

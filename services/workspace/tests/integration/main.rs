@@ -4,7 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
-// The PostgreSQL server of toolplane-store's tests, for the shared-store journal over PostgreSQL.
+// The PostgreSQL server of toolplane-store's tests, for the shared-store journal and run trees
+// over PostgreSQL.
 #[path = "../../../../libs/toolplane-store/tests/pg_server/mod.rs"]
 mod pg_server;
 
@@ -18,6 +19,7 @@ mod search;
 mod shared_log;
 mod shared_log_race;
 mod storage;
+mod store_tree;
 mod tls_flags;
 mod tools;
 mod write_limits;
