@@ -92,7 +92,7 @@ PEER_URLS = {
 SHARED_SOURCES = (ROOT / "libs" / "toolplane-telemetry" / "src", ROOT / "libs" / "toolplane-serve" / "src")
 # The store library, whose variables (PGPASSWORD, AWS_*) the services with a `[store]` read.
 STORE_SOURCES = (ROOT / "libs" / "toolplane-store" / "src",)
-STORE_SERVICES = ("catalog", "runtime", "mcp-proxy")
+STORE_SERVICES = ("catalog", "runtime", "mcp-proxy", "workspace")
 
 # Variables the deploy sets that a binary on this branch does not read yet, with the work that
 # makes it read them. The check fails once the binary reads one, so the entry is removed then.
@@ -609,7 +609,7 @@ def check_k8s_workloads(docs: list[dict]) -> list[str]:
         shared = store_is_shared((config or {}).get("store"))
         if service.name == "catalog" and (config or {}).get("store") and data_dir:
             problems.append(f"{where}: {service.prefix}DATA_DIR overrides the [store] of its configuration file")
-        if service.name == "workspace" or (service.name == "mcp-proxy" and not shared):
+        if service.name in ("workspace", "mcp-proxy") and not shared:
             # Local-filesystem store: one writer, one ReadWriteOnce volume, never two pods at once.
             if name in scaled or spec.get("replicas") != 1:
                 problems.append(f"{where}: must run exactly one replica (local store)")

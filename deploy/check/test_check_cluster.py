@@ -57,15 +57,17 @@ class ClusterOverlay(unittest.TestCase):
         self.assertEqual(cc.check_secret_template(self.template, self.docs, kustomizations), [])
 
     def test_what_the_overlay_changes(self) -> None:
-        # What a reader of docs/deploy.md is promised: shared-store replicas, the workspace alone.
+        # What a reader of docs/deploy.md is promised: every service on shared-store replicas.
         replicas = cc.min_replicas(self.docs)
-        self.assertEqual(replicas["toolplane-workspace"], 1)
+        self.assertEqual(replicas["toolplane-workspace"], 2)
         self.assertEqual(replicas["toolplane-mcp-proxy"], 2)
         self.assertGreaterEqual(replicas["toolplane-runtime"], 2)
         self.assertNotIn("sessionAffinity", cd.by_kind(self.docs, "Service")["toolplane-runtime"]["spec"])
-        self.assertEqual(deployment(self.docs, "mcp-proxy")["spec"]["strategy"]["type"], "RollingUpdate")
+        for name in ("mcp-proxy", "workspace"):
+            self.assertEqual(deployment(self.docs, name)["spec"]["strategy"]["type"], "RollingUpdate")
+        self.assertIn("[store]", config_files(self.docs)["workspace.toml"])
         claims = set(cd.by_kind(self.docs, "PersistentVolumeClaim"))
-        self.assertEqual(claims, {"toolplane-auth-tokens", "toolplane-workspace-data"})
+        self.assertEqual(claims, {"toolplane-auth-tokens"})
 
     def test_session_affinity(self) -> None:
         docs = self.copy()

@@ -29,7 +29,10 @@ use std::{
 };
 
 use sha2::{Digest, Sha256};
-use toolplane_store::{FsStore, Store, StoreExt, StoreOptions, fs::Fs};
+use toolplane_store::{
+    FsStore, Store, StoreExt, StoreOptions,
+    fs::{Fs, StoreFs},
+};
 
 use crate::{
     chat::Chats,
@@ -273,6 +276,25 @@ impl Workspace {
             limits,
             metrics: WorkspaceMetrics::default(),
         })
+    }
+
+    /// Opens the engine as one of several replicas over a shared `store`, with nothing on local
+    /// disk: [`Workspace::open_shared`] with the run trees in the store too (`workspace/tree/`,
+    /// through [`StoreFs`]). What the service binary opens for a shared `[store]`.
+    pub async fn open_on_store(
+        store: Arc<dyn Store>,
+        limits: Limits,
+    ) -> Result<Workspace, WsError> {
+        // Only a name: StoreFs keeps the tree in the store and each replica's temp files in its
+        // memory, so nothing is written under it.
+        let root = PathBuf::from("/toolplane-workspace");
+        let tree_fs = StoreFs::new(
+            store.namespace("workspace/tree")?,
+            root.join("tree"),
+            root.join("tmp"),
+            tokio::runtime::Handle::current(),
+        );
+        Workspace::open_shared(store, Arc::new(tree_fs), root, limits, Arc::new(NoHooks)).await
     }
 
     pub fn metrics(&self) -> &WorkspaceMetrics {

@@ -42,13 +42,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             std::process::exit(2);
         }
     };
-    let ws = Arc::new(
-        Workspace::open(EngineOptions {
-            data_dir: config.data_dir.clone(),
-            limits: config.limits.clone(),
-        })
-        .await?,
-    );
+    // With a shared `[store]` everything is in it and this process is one replica of several
+    // (docs/workspace.md, "On a shared store"); without, the data directory holds it all.
+    let ws = Arc::new(match &config.store {
+        Some(store) => {
+            let store = store.open(toolplane_store::StoreOptions::default()).await?;
+            Workspace::open_on_store(store, config.limits.clone()).await?
+        }
+        None => {
+            Workspace::open(EngineOptions {
+                data_dir: config.data_dir.clone(),
+                limits: config.limits.clone(),
+            })
+            .await?
+        }
+    });
     let tls = match config.tls.server() {
         Ok(tls) => tls,
         Err(message) => {
@@ -63,7 +71,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(metrics) = serving.http_addr() {
         tracing::info!(addr = %metrics, "metrics served at /metrics");
     }
-    tracing::info!(%addr, data_dir = %config.data_dir.display(), "workspace service listening");
+    tracing::info!(%addr, data_dir = %config.data_dir.display(), shared_store = config.store.is_some(), "workspace service listening");
     // Caught from before the line scripts wait for: a signal right after it is a clean stop.
     let stop = toolplane_serve::shutdown_signal();
     // Tests and scripts read this line to learn the port when listening on :0.

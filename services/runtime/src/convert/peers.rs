@@ -18,6 +18,8 @@ use crate::state::JournalAppend;
 pub fn port_error(status: &tonic::Status) -> PortError {
     use tonic::Code;
     let kind = match status.code() {
+        // A request a broken connection cut short: the peer went away.
+        _ if lost(status) => PortErrorKind::Unavailable,
         Code::NotFound => PortErrorKind::NotFound,
         Code::InvalidArgument => PortErrorKind::InvalidArgument,
         Code::FailedPrecondition => PortErrorKind::FailedPrecondition,
@@ -35,6 +37,20 @@ pub fn port_error(status: &tonic::Status) -> PortError {
     let mut error = PortError::new(kind, status.message());
     error.details = toolplane_proto::status::raw_details(status).map(Into::into);
     error
+}
+
+/// Whether `status` says the request may not have reached a live replica: `UNAVAILABLE`, or a
+/// status this side made from a broken connection (it carries the transport's error as its
+/// source: `UNKNOWN` "transport error", `CANCELLED` "operation was canceled" when the connection
+/// closed under a request in flight, `INTERNAL` for an HTTP/2 protocol error). A status the
+/// workspace sent never has a source.
+pub fn lost(status: &tonic::Status) -> bool {
+    use std::error::Error;
+    status.code() == tonic::Code::Unavailable
+        || (matches!(
+            status.code(),
+            tonic::Code::Unknown | tonic::Code::Cancelled | tonic::Code::Internal
+        ) && status.source().is_some())
 }
 
 /// A port error relayed to a host as a status: the peer's message, and its details as they were

@@ -4,7 +4,7 @@
 //! another on the next call. A request whose repetition changes nothing — a read, a lease call,
 //! a journal append (a byte-identical retry of committed records is accepted), the run's create,
 //! open, close, promote and finish, an audit object put with identical bytes allowed — is sent
-//! again on `UNAVAILABLE`, with exponential backoff and jitter, for at most [`ATTEMPTS`] more
+//! again when it was lost so (`convert::peers::lost`), with exponential backoff and jitter, for at most [`ATTEMPTS`] more
 //! attempts (about 6 s). Requests that are not safe to repeat (a tool call, a commit that appends)
 //! are never sent here: their outcome stays unknown and is reported as such.
 
@@ -13,10 +13,12 @@ use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 
+use crate::convert::peers::lost;
+
 /// Retries after the first attempt.
 pub const ATTEMPTS: usize = 10;
 
-/// Runs `call` until it succeeds, fails with anything but `UNAVAILABLE`, or [`ATTEMPTS`] retries
+/// Runs `call` until it succeeds, fails with anything but a lost request, or [`ATTEMPTS`] retries
 /// have failed; `what` names the request in the debug log.
 pub async fn again<T, F, Fut>(what: &str, call: F) -> Result<T, tonic::Status>
 where
@@ -45,7 +47,7 @@ where
 {
     loop {
         match call().await {
-            Err(status) if status.code() == tonic::Code::Unavailable => match steps.next() {
+            Err(status) if lost(&status) => match steps.next() {
                 Some(step) => {
                     tracing::debug!(request = what, error = %status.message(), wait_ms = step.as_millis() as u64, "workspace unavailable; sending the request again");
                     tokio::time::sleep(step).await;
@@ -64,6 +66,15 @@ mod tests {
 
     fn quick() -> impl Iterator<Item = Duration> {
         std::iter::repeat_n(Duration::from_millis(1), ATTEMPTS)
+    }
+
+    #[test]
+    fn a_broken_connection_is_lost_and_a_status_the_server_sent_is_not() {
+        let io = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        assert!(lost(&tonic::Status::from_error(Box::new(io))));
+        assert!(lost(&tonic::Status::unavailable("connection refused")));
+        assert!(!lost(&tonic::Status::unknown("the handler failed")));
+        assert!(!lost(&tonic::Status::cancelled("the caller gave up")));
     }
 
     #[tokio::test]

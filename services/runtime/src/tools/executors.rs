@@ -44,7 +44,8 @@ pub fn tool_context(inv: &Invocation, inner: &InvocationInner, timeout: Duration
 }
 
 /// A call to the workspace service's own tools, which the runtime cannot do without: a failure
-/// of the service is a system failure.
+/// of the service is a system failure, but a call the connection lost (a replica went away) is
+/// the model's to know about, as `tool.outcome_unknown`.
 pub async fn on_workspace(
     rt: &Runtime,
     inv: &Invocation,
@@ -80,6 +81,19 @@ pub async fn on_workspace(
             rt.lose_run(&inv.run, &e.message);
             Err(lease_lost(&inv.run))
         }
+        // The replica that had the call went away (docs/runtime.md, "Workspace replicas"): whether
+        // it took effect is unknown, and a tool call is never sent again.
+        Err(e) if e.kind == PortErrorKind::Unavailable => Ok(Dispatched {
+            outcome: Outcome::Unknown,
+            ..Dispatched::known(
+                AgentToolResult::error(
+                    call,
+                    codes::TOOL_OUTCOME_UNKNOWN,
+                    "the workspace went away while the call ran; whether it took effect is unknown",
+                ),
+                Effect::None,
+            )
+        }),
         Err(e) => Err(RuntimeError::dependency(format!(
             "the workspace service failed `{}`: {}",
             call.tool_id, e.message

@@ -1,15 +1,17 @@
-//! Runs that outlive their runtime (docs/runtime.md, "Taking a run over"): runtime processes with
-//! run leases on, over one PostgreSQL store (the store tests' own server) and one catalog,
-//! workspace and mcp-proxy (the plane of the other tests, in this process). Twenty scripted runs
-//! go through two runtimes; one is killed with SIGKILL mid-run, and every run still completes on
-//! the other. Then a rolling restart — each runtime stopped with SIGTERM (it hands its runs over)
-//! and replaced — while twenty more runs go: all complete. Then a runtime paused with SIGSTOP past
-//! its lease and resumed: every write it then tries is refused, and its run completes once on the
-//! runtime that took it over. For every run: the journal has each sequence number once, and its
-//! records' epochs never go down (no two drivers interleave).
+//! Runs that outlive their replica (docs/runtime.md, "Taking a run over"; docs/workspace.md, "On a
+//! shared store"): two processes of every service — runtime (run leases on), workspace, catalog
+//! and mcp-proxy — over one PostgreSQL server (the store tests' own), each service's replicas
+//! behind one address as a Kubernetes Service puts them ([`Balancer`]). Twenty scripted runs go
+//! through two runtimes; one runtime is killed with SIGKILL mid-run, then one workspace, and every
+//! run still completes. Then a rolling restart — every replica stopped with SIGTERM and replaced,
+//! one at a time — while twenty more runs go: all complete. Then a runtime paused with SIGSTOP
+//! past its lease and resumed: every write it then tries is refused, and its run completes once on
+//! the runtime that took it over. For every run: the journal has each sequence number once, its
+//! records' epochs never go down (no two drivers interleave), and it has one end.
 //!
-//! The runtimes are the `toolplane-runtime` binary next to this test's (built with the workspace).
+//! The processes are the service binaries next to this test's (built with the workspace).
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -22,16 +24,20 @@ use nix::unistd::Pid;
 use serde_json::json;
 use tonic::transport::Channel;
 use toolplane_proto::v1 as pb;
+use toolplane_proto::v1::profile_service_client::ProfileServiceClient;
 use toolplane_proto::v1::runtime_service_client::RuntimeServiceClient;
+use toolplane_proto::v1::workspace_service_client::WorkspaceServiceClient;
 
+use crate::balancer::Balancer;
 use crate::common::{self, Harness, harness, payload, types, writer_profile};
 
 const LEASE_TTL_MS: u64 = 1_500;
 
-/// A runtime process, killed when dropped so a failed assertion leaves nothing running.
+/// A service process, killed when dropped so a failed assertion leaves nothing running.
 struct Replica {
     child: Child,
     url: String,
+    addr: SocketAddr,
 }
 
 impl Drop for Replica {
@@ -55,7 +61,7 @@ impl Replica {
         self.signal(Signal::SIGTERM);
         let deadline = Instant::now() + Duration::from_secs(30);
         while self.child.try_wait().unwrap().is_none() {
-            assert!(Instant::now() < deadline, "the runtime did not stop");
+            assert!(Instant::now() < deadline, "the process did not stop");
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -66,13 +72,10 @@ fn free_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
-fn runtime_binary() -> PathBuf {
+/// The service binary `name` next to this test's.
+fn binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let bin = exe
-        .parent()
-        .and_then(Path::parent)
-        .unwrap()
-        .join("toolplane-runtime");
+    let bin = exe.parent().and_then(Path::parent).unwrap().join(name);
     assert!(
         bin.exists(),
         "{} is missing: build the workspace (`cargo build --workspace`) before this test",
@@ -81,53 +84,189 @@ fn runtime_binary() -> PathBuf {
     bin
 }
 
-/// Starts a `toolplane-runtime` process named `name` against the plane's peers, with leases on and
-/// the shared PostgreSQL store, and waits until it serves. Its ports are picked free beforehand;
-/// when another process took one meanwhile, the runtime cannot bind it and exits, and it is
-/// started again on others.
-async fn replica(h: &Harness, dir: &Path, name: &str, pg: &Path) -> Replica {
+/// The processes' shared surroundings: the PostgreSQL server, the directory of their logs and
+/// data, and one address per service in front of its replicas.
+struct Cluster {
+    pg: PathBuf,
+    dir: PathBuf,
+    catalogs: Pool,
+    workspaces: Pool,
+    mcp_proxies: Pool,
+}
+
+/// The replicas of one service behind its address.
+struct Pool {
+    service: Balancer,
+    replicas: Vec<Replica>,
+}
+
+impl Pool {
+    async fn new() -> Pool {
+        Pool {
+            service: Balancer::start().await,
+            replicas: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, replica: Replica) {
+        self.replicas.push(replica);
+        self.route();
+    }
+
+    fn route(&self) {
+        let addrs: Vec<SocketAddr> = self.replicas.iter().map(|r| r.addr).collect();
+        self.service.set(&addrs);
+    }
+
+    /// Kills the oldest replica with SIGKILL; the address stops sending it connections.
+    fn kill_oldest(&mut self) {
+        let old = self.replicas.remove(0);
+        old.signal(Signal::SIGKILL);
+        self.route();
+    }
+
+    /// A rolling update's step: `new` joins, then the oldest replica leaves the address and is
+    /// stopped with SIGTERM.
+    fn replace_oldest(&mut self, new: Replica) {
+        self.add(new);
+        let mut old = self.replicas.remove(0);
+        self.route();
+        old.stop();
+    }
+}
+
+fn pg_store(pg: &Path, table: &str) -> String {
+    format!(
+        "[store]\nkind = \"postgres\"\n\
+         connection = \"host={} port=5432 user=postgres dbname=postgres\"\ntable = \"{table}\"\n",
+        pg.display()
+    )
+}
+
+impl Cluster {
+    /// Two catalogs, two workspaces and two mcp-proxies over the PostgreSQL server at `pg`.
+    async fn start(pg: PathBuf, dir: &Path) -> Cluster {
+        let mut cluster = Cluster {
+            pg,
+            dir: dir.to_path_buf(),
+            catalogs: Pool::new().await,
+            workspaces: Pool::new().await,
+            mcp_proxies: Pool::new().await,
+        };
+        for i in 1..=2 {
+            let r = cluster.mcp_proxy(&format!("m{i}")).await;
+            cluster.mcp_proxies.add(r);
+            let r = cluster.catalog(&format!("c{i}")).await;
+            cluster.catalogs.add(r);
+            let r = cluster.workspace(&format!("w{i}")).await;
+            cluster.workspaces.add(r);
+        }
+        cluster
+    }
+
+    /// A `toolplane-runtime` process named `name`, with leases on, over the shared store and the
+    /// other services' addresses.
+    async fn runtime(&self, name: &str) -> Replica {
+        let (catalog, workspace, mcp_proxy) = (
+            self.catalogs.service.url(),
+            self.workspaces.service.url(),
+            self.mcp_proxies.service.url(),
+        );
+        let (data, store) = (self.dir.join(name), pg_store(&self.pg, "runtime_cluster"));
+        launch(&self.dir, name, "toolplane-runtime", |grpc| {
+            format!(
+                "listen = \"127.0.0.1:{grpc}\"\ncatalog_url = \"{catalog}\"\n\
+                 workspace_url = \"{workspace}\"\nmcp_proxy_url = \"{mcp_proxy}\"\n\
+                 data_dir = \"{}\"\n\
+                 [cluster]\nleases = true\nlease_ttl_ms = {LEASE_TTL_MS}\nholder = \"{name}\"\n\
+                 advertise = \"http://127.0.0.1:{grpc}\"\ndrain_ms = 5000\n{store}",
+                data.display()
+            )
+        })
+        .await
+    }
+
+    async fn workspace(&self, name: &str) -> Replica {
+        let (data, store) = (self.dir.join(name), pg_store(&self.pg, "workspace_cluster"));
+        launch(&self.dir, name, "toolplane-workspace", |grpc| {
+            format!(
+                "listen = \"127.0.0.1:{grpc}\"\ndata_dir = \"{}\"\n{store}",
+                data.display()
+            )
+        })
+        .await
+    }
+
+    async fn catalog(&self, name: &str) -> Replica {
+        let (mcp_proxy, store) = (
+            self.mcp_proxies.service.url(),
+            pg_store(&self.pg, "catalog_cluster"),
+        );
+        launch(&self.dir, name, "toolplane-catalog", |grpc| {
+            format!("listen = \"127.0.0.1:{grpc}\"\nmcp_proxy_url = \"{mcp_proxy}\"\n{store}")
+        })
+        .await
+    }
+
+    async fn mcp_proxy(&self, name: &str) -> Replica {
+        let (data, store) = (self.dir.join(name), pg_store(&self.pg, "mcp_cluster"));
+        launch(&self.dir, name, "toolplane-mcp-proxy", |grpc| {
+            format!(
+                "listen = \"127.0.0.1:{grpc}\"\ndata_dir = \"{}\"\n{store}",
+                data.display()
+            )
+        })
+        .await
+    }
+
+    /// One rolling update of every catalog, workspace and mcp-proxy replica, one at a time.
+    async fn roll(&mut self, round: usize) {
+        for i in 1..=2 {
+            let name = format!("m{round}{i}");
+            let new = self.mcp_proxy(&name).await;
+            self.mcp_proxies.replace_oldest(new);
+            let new = self.catalog(&format!("c{round}{i}")).await;
+            self.catalogs.replace_oldest(new);
+            let new = self.workspace(&format!("w{round}{i}")).await;
+            self.workspaces.replace_oldest(new);
+        }
+    }
+}
+
+/// Starts `binary` with the configuration `config` makes for its gRPC port, and waits until it
+/// serves. Its ports are picked free beforehand; when another process took one meanwhile, the
+/// service cannot bind it and exits, and it is started again on others.
+async fn launch(dir: &Path, name: &str, binary: &str, config: impl Fn(u16) -> String) -> Replica {
     for _ in 0..5 {
-        if let Some(r) = try_replica(h, dir, name, pg).await {
+        if let Some(r) = try_launch(dir, name, binary, &config).await {
             return r;
         }
     }
-    panic!("runtime {name} did not start: {}", log_tail(dir, name));
+    panic!("{name} did not start: {}", log_tail(dir, name));
 }
 
-/// The last lines a runtime wrote to its log.
+/// The last lines a process wrote to its log.
 fn log_tail(dir: &Path, name: &str) -> String {
     let text = std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(10)..].join("\n")
 }
 
-/// One attempt of [`replica`]: `None` when the process exited before it served.
-async fn try_replica(h: &Harness, dir: &Path, name: &str, pg: &Path) -> Option<Replica> {
+/// One attempt of [`launch`]: `None` when the process exited before it served.
+async fn try_launch(
+    dir: &Path,
+    name: &str,
+    binary_name: &str,
+    config: &impl Fn(u16) -> String,
+) -> Option<Replica> {
     let (grpc, http) = (free_port(), free_port());
     let url = format!("http://127.0.0.1:{grpc}");
-    let config = dir.join(format!("{name}.toml"));
-    std::fs::write(
-        &config,
-        format!(
-            "listen = \"127.0.0.1:{grpc}\"\ncatalog_url = \"{}\"\nworkspace_url = \"{}\"\n\
-             mcp_proxy_url = \"{}\"\ndata_dir = \"{}\"\n\
-             [cluster]\nleases = true\nlease_ttl_ms = {LEASE_TTL_MS}\nholder = \"{name}\"\n\
-             advertise = \"{url}\"\ndrain_ms = 5000\n\
-             [store]\nkind = \"postgres\"\n\
-             connection = \"host={} port=5432 user=postgres dbname=postgres\"\n\
-             table = \"runtime_cluster\"\n",
-            h.plane.catalog_url(),
-            h.plane.workspace_url(),
-            h.plane.mcp_proxy_url(),
-            dir.join(name).display(),
-            pg.display()
-        ),
-    )
-    .unwrap();
-    let mut command = Command::new(runtime_binary());
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, config(grpc)).unwrap();
+    let mut command = Command::new(binary(binary_name));
     command
         .arg("--config")
-        .arg(&config)
+        .arg(&path)
         .arg("--http-listen")
         .arg(format!("127.0.0.1:{http}"))
         .env("RUST_LOG", "info,toolplane_runtime::context::held=debug")
@@ -140,7 +279,7 @@ async fn try_replica(h: &Harness, dir: &Path, name: &str, pg: &Path) -> Option<R
         }
     }
     let mut child = command.spawn().unwrap();
-    // The runtime prints its line once it holds its ports: only then is the port its own.
+    // The service prints its line once it holds its ports: only then is the port its own.
     let (tx, rx) = std::sync::mpsc::channel();
     let stdout = child.stdout.take().unwrap();
     std::thread::spawn(move || {
@@ -154,17 +293,18 @@ async fn try_replica(h: &Harness, dir: &Path, name: &str, pg: &Path) -> Option<R
             }
         }
     });
-    let mut replica = Replica { child, url };
+    let addr = SocketAddr::from(([127, 0, 0, 1], grpc));
+    let mut replica = Replica { child, url, addr };
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if rx.try_recv().is_ok() {
             return Some(replica);
         }
         if replica.child.try_wait().unwrap().is_some() {
-            eprintln!("runtime {name} exited: {}", log_tail(dir, name));
+            eprintln!("{name} exited: {}", log_tail(dir, name));
             return None;
         }
-        assert!(Instant::now() < deadline, "runtime {name} not serving");
+        assert!(Instant::now() < deadline, "{name} not serving");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -331,16 +471,25 @@ async fn check_journals(h: &mut Harness, ids: &[String]) -> usize {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn runs_survive_a_killed_runtime_a_rolling_restart_and_a_paused_one() {
+async fn runs_survive_killed_replicas_a_rolling_restart_and_a_paused_runtime() {
     let pg = pg_server::server().await.dir.clone();
     let mut h = harness().await;
-    h.put_profile(writer_profile()).await;
     let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path();
     let completed = vec![pb::RunStatus::Completed as i32; 20];
 
-    // 1. Twenty runs through two runtimes; one is killed mid-run.
-    let r1 = replica(&h, dir.path(), "r1", &pg).await;
-    let r2 = replica(&h, dir.path(), "r2", &pg).await;
+    // Two replicas of every service; the test registers its profile and reads journals and files
+    // through the services' addresses too.
+    let mut cluster = Cluster::start(pg, logs).await;
+    h.profiles = ProfileServiceClient::new(common::channel(&cluster.catalogs.service.url()).await);
+    h.workspace =
+        WorkspaceServiceClient::new(common::channel(&cluster.workspaces.service.url()).await)
+            .max_decoding_message_size(64 << 20);
+    h.put_profile(writer_profile()).await;
+
+    // 1. Twenty runs through two runtimes; one runtime is killed mid-run, then one workspace.
+    let r1 = cluster.runtime("r1").await;
+    let r2 = cluster.runtime("r2").await;
     let (mut c1, mut c2) = (r1.client().await, r2.client().await);
     let killed: Vec<String> = (0..20).map(|i| format!("kill-{i}")).collect();
     for (i, id) in killed.iter().enumerate() {
@@ -350,14 +499,16 @@ async fn runs_survive_a_killed_runtime_a_rolling_restart_and_a_paused_one() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     r1.signal(Signal::SIGKILL);
     drop(r1);
-    assert_eq!(wait_all(&mut c2, &killed, dir.path()).await, completed);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cluster.workspaces.kill_oldest();
+    assert_eq!(wait_all(&mut c2, &killed, logs).await, completed);
     let taken = check_journals(&mut h, &killed).await;
     assert!(taken >= 1, "the killed runtime's runs were taken over");
 
-    // 2. A rolling restart: each runtime stopped (SIGTERM: it hands its runs over) and replaced
-    //    while twenty runs go.
+    // 2. A rolling restart of every replica, one at a time (SIGTERM: a runtime hands its runs
+    //    over, the other services finish their requests), while twenty runs go.
     let mut r2 = r2;
-    let r3 = replica(&h, dir.path(), "r3", &pg).await;
+    let r3 = cluster.runtime("r3").await;
     let mut c3 = r3.client().await;
     let rolled: Vec<String> = (0..20).map(|i| format!("roll-{i}")).collect();
     for (i, id) in rolled.iter().enumerate() {
@@ -366,17 +517,17 @@ async fn runs_survive_a_killed_runtime_a_rolling_restart_and_a_paused_one() {
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     r2.stop();
-    let r4 = replica(&h, dir.path(), "r4", &pg).await;
+    let r4 = cluster.runtime("r4").await;
     let mut r3 = r3;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    cluster.roll(2).await;
     r3.stop();
     let mut c4 = r4.client().await;
-    assert_eq!(wait_all(&mut c4, &rolled, dir.path()).await, completed);
+    assert_eq!(wait_all(&mut c4, &rolled, logs).await, completed);
     check_journals(&mut h, &rolled).await;
 
     // 3. A runtime paused past its lease: another takes its run over; once resumed, every write
     //    it tries is refused.
-    let r5 = replica(&h, dir.path(), "r5", &pg).await;
+    let r5 = cluster.runtime("r5").await;
     let paused = vec!["paused-0".to_owned()];
     start(&mut c4, &paused[0], 2_000).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -385,7 +536,7 @@ async fn runs_survive_a_killed_runtime_a_rolling_restart_and_a_paused_one() {
     r4.signal(Signal::SIGCONT);
     let mut c5 = r5.client().await;
     assert_eq!(
-        wait_all(&mut c5, &paused, dir.path()).await,
+        wait_all(&mut c5, &paused, logs).await,
         vec![pb::RunStatus::Completed as i32]
     );
     // The resumed runtime had its time to try: still one driver at a time, one end.

@@ -3,6 +3,7 @@
 //! module links the whole plane, and one binary links it once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod balancer;
 mod cli_support;
 mod common;
 
