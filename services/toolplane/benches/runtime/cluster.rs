@@ -1,7 +1,9 @@
 //! What the cluster mode costs a tool call (`TOOLPLANE_BENCH_ONLY=cluster`; BENCHMARKS.md,
 //! "Cluster mode"). Two runtimes in this process in cluster mode — `[cluster] leases = true`, one
 //! shared PostgreSQL store (the store tests' own server, `pg_server`) — built from the runtime
-//! library as the plane builds its own, against the plane's catalog, workspace and mcp-proxy.
+//! library as the plane builds its own, against the plane's catalog and mcp-proxy and a workspace
+//! over the same PostgreSQL (`Workspace::open_on_store`: journals, audit objects and run files in
+//! the store), so a cluster call pays for the whole cluster backend.
 //! Measured in one run, each against a baseline of the same run:
 //! - `ExecuteToolCalls` of one `workspace.read_file` and of one `dice.roll` through a cluster
 //!   runtime against the same through the plane's local runtime (filesystem store, leases off),
@@ -38,6 +40,8 @@ mod pg_server;
 
 /// The PostgreSQL table both cluster runtimes keep their records in.
 const TABLE: &str = "runtime_bench";
+/// The PostgreSQL table of the shared workspace the cluster runtimes use.
+const WORKSPACE_TABLE: &str = "workspace_bench";
 /// Latency samples per tool and side (after 100 of warm-up).
 const SAMPLES: usize = 1000;
 /// Concurrent host-driven invocations of the throughput part, and the calls each makes.
@@ -55,12 +59,18 @@ struct Replica {
 /// Starts a cluster-mode runtime named `holder` against the plane's peers, its records in
 /// [`TABLE`] over `connection`, the lease TTL a deployment's default (10 s); its drain is short
 /// (1 s) because every run is cancelled before it stops.
-async fn replica(plane: &Plane, dir: &Path, connection: &str, holder: &str) -> Replica {
+async fn replica(
+    plane: &Plane,
+    dir: &Path,
+    connection: &str,
+    holder: &str,
+    workspace_url: &str,
+) -> Replica {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let mut cfg = toolplane_runtime::RuntimeConfig {
         catalog_url: plane.catalog_url(),
-        workspace_url: plane.workspace_url(),
+        workspace_url: workspace_url.to_owned(),
         mcp_proxy_url: plane.mcp_proxy_url(),
         data_dir: dir.join(holder),
         store: Some(toolplane_store::StoreConfig::Postgres {
@@ -239,17 +249,48 @@ fn checkpoint_bytes(server: &pg_server::Server) -> u64 {
 /// How long PostgreSQL may take to count a backend's rows (`PGSTAT_IDLE_INTERVAL`, 10 s).
 const STATS_DELAY: Duration = Duration::from_secs(11);
 
+/// A workspace over the shared store, as a replica of several runs it (`Workspace::open_on_store`):
+/// its records, journals, audit objects and run files in [`WORKSPACE_TABLE`] over `connection`.
+async fn shared_workspace(connection: &str) -> (toolplane_serve::Serving, String) {
+    let store = toolplane_store::StoreConfig::Postgres {
+        connection: connection.to_owned(),
+        table: WORKSPACE_TABLE.to_owned(),
+        max_connections: 8,
+    }
+    .open(toolplane_store::StoreOptions::default())
+    .await
+    .unwrap();
+    let ws = toolplane_workspace::Workspace::open_on_store(store, Default::default())
+        .await
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let metrics = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let serving = toolplane_workspace::start_on(
+        listener,
+        std::sync::Arc::new(ws),
+        metrics,
+        Authenticator::off(DEFAULT_CELL),
+    )
+    .await
+    .unwrap();
+    let url = format!("http://{}", serving.addr());
+    (serving, url)
+}
+
 pub async fn overhead(plane: &Plane, local: &Client) {
     let server = pg_server::server().await;
     let connection = pg_server::config(server).connection;
     let pg = PgProcesses::of(server);
     let dir = tempfile::tempdir().unwrap();
-    let a = replica(plane, dir.path(), &connection, "replica-a").await;
-    let b = replica(plane, dir.path(), &connection, "replica-b").await;
+    // The whole cluster backend: both replicas' runs in a workspace over the same PostgreSQL.
+    let (workspace, ws_url) = shared_workspace(&connection).await;
+    let a = replica(plane, dir.path(), &connection, "replica-a", &ws_url).await;
+    let b = replica(plane, dir.path(), &connection, "replica-b", &ws_url).await;
     latency(server, local.clone(), a.client.clone()).await;
     throughput(&pg, local.clone(), [a.client.clone(), b.client.clone()]).await;
     a.server.shutdown().await;
     b.server.shutdown().await;
+    let _ = workspace.shutdown().await;
 }
 
 /// Per call: the cluster runtime against the plane's local one, the bare echo beside them.
@@ -300,7 +341,7 @@ async fn latency(server: &pg_server::Server, local: Client, cluster: Client) {
     }
     let calls = 2 * (SAMPLES + 100);
     println!(
-        "PostgreSQL rows written by the cluster runtime: {rows} for {calls} calls = {:.2} per call \
+        "PostgreSQL rows written by the cluster (runtime and workspace): {rows} for {calls} calls = {:.2} per call \
          (the {} invocations' opening included)",
         rows as f64 / calls as f64,
         cluster.runs.len() - 1
