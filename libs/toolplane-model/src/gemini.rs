@@ -54,14 +54,10 @@ pub(crate) fn request_fields(tools: &[ModelTool<'_>], choice: Choice<'_>) -> Map
             Value::Object(declaration)
         })
         .collect();
-    let (key, config) = choice_field(choice);
-    let mut fields = Map::new();
-    fields.insert(
-        "tools".into(),
+    crate::wire::fields(
         json!([{ "functionDeclarations": declarations }]),
-    );
-    fields.insert(key.into(), config);
-    fields
+        choice_field(choice),
+    )
 }
 
 /// The request field of the turn's tool choice: its name and value.

@@ -45,11 +45,7 @@ pub(crate) fn request_fields(tools: &[ModelTool<'_>], choice: Choice<'_>) -> Map
             json!({"type": "function", "function": function})
         })
         .collect();
-    let (key, choice) = choice_field(choice);
-    let mut fields = Map::new();
-    fields.insert("tools".into(), Value::Array(tools));
-    fields.insert(key.into(), choice);
-    fields
+    crate::wire::fields(Value::Array(tools), choice_field(choice))
 }
 
 /// The request field of the turn's tool choice: its name and value.

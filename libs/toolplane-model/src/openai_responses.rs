@@ -48,11 +48,7 @@ pub(crate) fn request_fields(tools: &[ModelTool<'_>], choice: Choice<'_>) -> Map
             Value::Object(tool)
         })
         .collect();
-    let (key, choice) = choice_field(choice);
-    let mut fields = Map::new();
-    fields.insert("tools".into(), Value::Array(tools));
-    fields.insert(key.into(), choice);
-    fields
+    crate::wire::fields(Value::Array(tools), choice_field(choice))
 }
 
 /// The request field of the turn's tool choice: its name and value.

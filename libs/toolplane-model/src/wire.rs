@@ -68,6 +68,14 @@ impl<'a> Choice<'a> {
     }
 }
 
+/// A turn's request fields: `tools`, and the choice field ([`Choice`] encoded by the format).
+pub(crate) fn fields(tools: Value, (key, choice): (&'static str, Value)) -> Map<String, Value> {
+    let mut fields = Map::new();
+    fields.insert("tools".into(), tools);
+    fields.insert(key.into(), choice);
+    fields
+}
+
 /// The turn's tools with their frozen descriptors. Every turn tool must have a binding in the
 /// snapshot: a contract from another invocation would otherwise silently advertise fewer tools.
 pub(crate) fn advertised<'s>(

@@ -117,18 +117,23 @@ fn take_batch(state: &mut State) -> Vec<(pb::AppendJournalRequest, Reply)> {
     batch
 }
 
+/// One append on its own, sent again while the workspace is unavailable (a byte-identical retry
+/// of committed records is accepted).
+async fn append_one(peers: &Peers, request: pb::AppendJournalRequest) -> Result<(), tonic::Status> {
+    super::again::again("append_journal", || {
+        let mut client = peers.workspace();
+        let request = request.clone();
+        async move { client.append_journal(request).await }
+    })
+    .await
+    .map(|_| ())
+}
+
 async fn send_batch(peers: &Peers, mut batch: Vec<(pb::AppendJournalRequest, Reply)>) {
     if batch.len() == 1
         && let Some((request, reply)) = batch.pop()
     {
-        let result = super::again::again("append_journal", || {
-            let mut client = peers.workspace();
-            let request = request.clone();
-            async move { client.append_journal(request).await }
-        })
-        .await
-        .map(|_| ());
-        let _ = reply.send(result);
+        let _ = reply.send(append_one(peers, request).await);
         return;
     }
     let (requests, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
@@ -197,13 +202,7 @@ pub async fn append(peers: &Peers, request: pb::AppendJournalRequest) -> Result<
             let slot = Slot {
                 peers: peers.clone(),
             };
-            let result = super::again::again("append_journal", || {
-                let mut client = peers.workspace();
-                let request = request.clone();
-                async move { client.append_journal(request).await }
-            })
-            .await
-            .map(|_| ());
+            let result = append_one(peers, request).await;
             drop(slot);
             result
         }
