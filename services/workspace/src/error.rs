@@ -387,12 +387,26 @@ impl From<WsError> for tonic::Status {
 impl From<StoreError> for WsError {
     fn from(error: StoreError) -> WsError {
         match &error {
-            StoreError::Escape { .. } => WsError::escape(error.to_string()),
+            StoreError::Escape { what, .. } => {
+                // The host path goes to the operator's log, never into a message.
+                tracing::error!(%error, "the store refused to follow a path");
+                WsError::escape(format!("store.escape: {what}"))
+            }
             StoreError::TooLarge { .. } => WsError::status(
                 "workspace.invalid_request",
                 tonic::Code::InvalidArgument,
                 error.to_string(),
             ),
+            // A backend's own words (a file path, an S3 URL, a database's message) go to the
+            // operator's log; the message names the failed step and the IO error's kind.
+            StoreError::Io { what, source } => {
+                tracing::error!(%error, "the store failed");
+                WsError::io(format!(
+                    "store.io: {} failed ({}); the workspace's log has the details",
+                    what.split(' ').take(2).collect::<Vec<_>>().join(" "),
+                    source.kind()
+                ))
+            }
             _ => WsError::io(error.to_string()),
         }
     }

@@ -111,7 +111,13 @@ fn io_err(what: &str, path: &Path, e: io::Error) -> WsError {
             format!("the path can not be stored: {e}; use a shorter path"),
         );
     }
-    WsError::io(format!("{what} {}: {e}", path.display()))
+    // The path and the layer's own words (a host path, a store's URL) go to the operator's log;
+    // the message a client (and through the runtime, a host) reads names neither.
+    tracing::error!(path = %path.display(), error = %e, "run tree: {what} failed");
+    WsError::io(format!(
+        "{what} failed in the run's file tree ({}); the workspace's log has the details",
+        e.kind()
+    ))
 }
 
 impl Tree {

@@ -8,6 +8,10 @@ mod common;
 // over PostgreSQL.
 #[path = "../../../../libs/toolplane-store/tests/pg_server/mod.rs"]
 mod pg_server;
+// The S3-compatible server of toolplane-store's tests (s3s-fs), for a routed store: the bytes in
+// S3, the records in PostgreSQL.
+#[path = "../../../../libs/toolplane-store/tests/integration/s3_server/mod.rs"]
+mod s3_server;
 
 mod admin_audit;
 mod cells;

@@ -283,6 +283,13 @@ async fn two_replicas_over_postgres_share_a_journal() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_over_s3_and_postgres_share_a_journal() {
+    let store = crate::store_tree::routed().await;
+    let slowest = two_replicas_share_one_journal(store).await;
+    eprintln!("slowest follower delay (S3 beside PostgreSQL): {slowest:?}");
+}
+
 /// The model's tools on one replica read, list and search the audit objects an append through
 /// another replica stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

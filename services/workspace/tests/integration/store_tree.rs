@@ -304,6 +304,46 @@ async fn tools_work_on_a_tree_in_postgres() {
     tools_work(crate::pg_server::open(StoreOptions::default()).await).await;
 }
 
+/// The cluster layout with an object store (docs/storage.md, "Routing"): the records a
+/// workspace rewrites — manifests, invocation views, chats, skills, journal heads, leases — in
+/// PostgreSQL, and the bytes — run files, journal segments, audit objects — in S3 (s3s-fs).
+pub(crate) async fn routed() -> Arc<dyn Store> {
+    let bytes =
+        crate::s3_server::open(crate::s3_server::Kind::S3sFs, StoreOptions::default()).await;
+    let records = crate::pg_server::open(StoreOptions::default()).await;
+    let prefixes = ["workspace/cells", "workspace/heads", "workspace/leases"]
+        .map(|p| toolplane_store::Key::new(p).unwrap())
+        .to_vec();
+    Arc::new(toolplane_store::RoutedStore::new(bytes, records, prefixes))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_work_on_a_tree_in_s3_beside_records_in_postgres() {
+    let (mut s, _) = start_on(routed().await).await;
+    s.run("default", "r1", "chat1", "i").await;
+    write_read_patch(&mut s).await;
+    list_and_search(&mut s).await;
+    audit_put(&mut s).await;
+    // Not `refusals`: s3s-fs keeps each object as a file named after its key and fails a folder
+    // name of 200 bytes (its own file beside it passes the filesystem's 255), which S3 accepts.
+    // Such a failure of the store is a system failure whose message names no path and no URL.
+    let long = format!("output/{}/x.md", "n".repeat(200));
+    let failed = s
+        .call(
+            "default",
+            "r1",
+            "i",
+            "workspace.write_file",
+            json!({"path": long, "content": "x"}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(failed.code(), tonic::Code::Internal);
+    for leak in ["/tmp", "/toolplane", "http://", "127.0.0.1"] {
+        assert!(!failed.message().contains(leak), "{}", failed.message());
+    }
+}
+
 async fn promote(s: &mut Service, run: &str) -> Result<pb::PromotePersistResponse, tonic::Status> {
     s.storage
         .promote_persist(pb::PromotePersistRequest {
