@@ -226,12 +226,12 @@ fn select(server: &pg_server::Server, sql: &str) -> u64 {
 
 /// Rows inserted, updated and deleted in [`TABLE`] so far, as PostgreSQL counts them. A backend
 /// reports its counts up to 10 s after its transactions, so callers wait that long first.
-fn rows_written(server: &pg_server::Server) -> u64 {
+fn rows_written(server: &pg_server::Server, table: &str) -> u64 {
     select(
         server,
         &format!(
             "SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0) \
-             FROM pg_stat_user_tables WHERE relname = '{TABLE}'"
+             FROM pg_stat_user_tables WHERE relname = '{table}'"
         ),
     )
 }
@@ -300,7 +300,10 @@ async fn latency(server: &pg_server::Server, local: Client, cluster: Client) {
     let mut local = Side::new(local).await;
     let mut cluster = Side::new(cluster).await;
     tokio::time::sleep(STATS_DELAY).await;
-    let rows_before = rows_written(server);
+    let rows_before = [
+        rows_written(server, TABLE),
+        rows_written(server, WORKSPACE_TABLE),
+    ];
     let mut t_echo = Vec::new();
     for i in 0..SAMPLES + 100 {
         let keep = i >= 100;
@@ -323,7 +326,10 @@ async fn latency(server: &pg_server::Server, local: Client, cluster: Client) {
         }
     }
     tokio::time::sleep(STATS_DELAY).await;
-    let rows = rows_written(server) - rows_before;
+    let rows = [
+        rows_written(server, TABLE) - rows_before[0],
+        rows_written(server, WORKSPACE_TABLE) - rows_before[1],
+    ];
     let echo_m = median(t_echo);
     println!("echo p50 {echo_m:?}");
     for (what, local_t, cluster_t) in [
@@ -341,10 +347,13 @@ async fn latency(server: &pg_server::Server, local: Client, cluster: Client) {
     }
     let calls = 2 * (SAMPLES + 100);
     println!(
-        "PostgreSQL rows written by the cluster (runtime and workspace): {rows} for {calls} calls = {:.2} per call \
-         (the {} invocations' opening included)",
-        rows as f64 / calls as f64,
-        cluster.runs.len() - 1
+        "PostgreSQL rows written for {calls} calls (the {} invocations' opening included): \
+         runtime {} = {:.2} per call, workspace {} = {:.2} per call",
+        cluster.runs.len() - 1,
+        rows[0],
+        rows[0] as f64 / calls as f64,
+        rows[1],
+        rows[1] as f64 / calls as f64,
     );
     println!(
         "an invocation's checkpoint (one row, rewritten twice per turn): {} bytes",

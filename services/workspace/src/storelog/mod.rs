@@ -49,8 +49,9 @@ use head::{decode_record, decode_segment};
 use objects::ObjectCache;
 
 /// A tail over this many bytes is moved into a segment by the next append: a head stays small
-/// enough to read and rewrite on every append.
-pub const TAIL_BYTES: usize = 256 * 1024;
+/// enough to read and rewrite on every append. Every append rewrites the whole head, so this
+/// bounds the bytes a database rewrites (and logs) per append; BENCHMARKS.md, "Cluster mode".
+pub const TAIL_BYTES: usize = 16 * 1024;
 /// Records of segments kept decoded in memory, over all runs.
 const CACHED_SEGMENT_RECORDS: usize = 64 * 1024;
 /// Most compare-and-swap rounds one append, fence or seal tries before it gives up.
