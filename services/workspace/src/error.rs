@@ -390,7 +390,7 @@ impl From<StoreError> for WsError {
             StoreError::Escape { what, .. } => {
                 // The host path goes to the operator's log, never into a message.
                 tracing::error!(%error, "the store refused to follow a path");
-                WsError::escape(format!("store.escape: {what}"))
+                WsError::escape(format!("the store found {what} and did not follow it"))
             }
             StoreError::TooLarge { .. } => WsError::status(
                 "workspace.invalid_request",
@@ -402,7 +402,7 @@ impl From<StoreError> for WsError {
             StoreError::Io { what, source } => {
                 tracing::error!(%error, "the store failed");
                 WsError::io(format!(
-                    "store.io: {} failed ({}); the workspace's log has the details",
+                    "the store's {} failed ({}); the workspace's log has the details",
                     what.split(' ').take(2).collect::<Vec<_>>().join(" "),
                     source.kind()
                 ))
