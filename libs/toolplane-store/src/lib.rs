@@ -40,5 +40,5 @@ pub use routed::RoutedStore;
 #[cfg(feature = "s3")]
 pub use s3::{S3Config, S3Store};
 pub use store::{
-    DEFAULT_MAX_OBJECT_BYTES, ListPage, MAX_LIST_LIMIT, Store, StoreExt, StoreOptions,
+    DEFAULT_MAX_OBJECT_BYTES, ListPage, MAX_LIST_LIMIT, Store, StoreExt, StoreOptions, keys_below,
 };

@@ -156,6 +156,31 @@ impl StoreExt for Arc<dyn Store> {
     }
 }
 
+/// Every key strictly below `prefix`, in order, read a page at a time, stopping after `max` keys
+/// (the rest are not read).
+pub async fn keys_below(
+    store: &dyn Store,
+    prefix: &Key,
+    max: usize,
+) -> Result<Vec<Key>, StoreError> {
+    let mut out = Vec::new();
+    let mut after: Option<Key> = None;
+    loop {
+        let page = store
+            .list(Some(prefix), after.as_ref(), MAX_LIST_LIMIT)
+            .await?;
+        out.extend(page.keys);
+        if out.len() >= max {
+            out.truncate(max);
+            return Ok(out);
+        }
+        match page.next_start_after {
+            Some(next) => after = Some(next),
+            None => return Ok(out),
+        }
+    }
+}
+
 /// Clamps a caller's `limit` to `1..=MAX_LIST_LIMIT`.
 pub(crate) fn clamp_limit(limit: usize) -> usize {
     limit.clamp(1, MAX_LIST_LIMIT)

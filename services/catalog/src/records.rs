@@ -212,20 +212,7 @@ impl Records {
     /// Every key directly or deeper below `prefix`, in order, read a page at a time, stopping
     /// after `max` keys.
     pub async fn keys(&self, prefix: &Key, max: usize) -> Result<Vec<Key>, CatalogError> {
-        let mut out = Vec::new();
-        let mut after: Option<Key> = None;
-        loop {
-            let page = self.store.list(Some(prefix), after.as_ref(), 1000).await?;
-            out.extend(page.keys);
-            if out.len() >= max {
-                out.truncate(max);
-                return Ok(out);
-            }
-            match page.next_start_after {
-                Some(next) => after = Some(next),
-                None => return Ok(out),
-            }
-        }
+        Ok(toolplane_store::keys_below(self.store.as_ref(), prefix, max).await?)
     }
 
     /// One page of keys below `prefix`, after `start_after`.

@@ -181,25 +181,15 @@ impl StoreLog {
             return Ok(BTreeMap::new());
         }
         let root = objects_prefix(key)?;
-        let mut paths_found = Vec::new();
-        let mut after: Option<Key> = None;
-        loop {
-            let page = self
-                .store
-                .list(Some(&root), after.as_ref(), toolplane_store::MAX_LIST_LIMIT)
-                .await?;
-            for k in &page.keys {
-                if let Some(rel) = k.strip_prefix(&root)
-                    && rel.as_str().starts_with(prefix)
-                {
-                    paths_found.push(rel.as_str().to_owned());
-                }
-            }
-            match page.next_start_after {
-                Some(next) => after = Some(next),
-                None => break,
-            }
-        }
+        // A run's objects are bounded by its journal's appends, so all of them are listed.
+        let paths_found: Vec<String> =
+            toolplane_store::keys_below(self.store.as_ref(), &root, usize::MAX)
+                .await?
+                .iter()
+                .filter_map(|k| k.strip_prefix(&root))
+                .map(|rel| rel.as_str().to_owned())
+                .filter(|rel| rel.starts_with(prefix))
+                .collect();
         let found: Vec<Option<LogObject>> = stream::iter(paths_found)
             .map(|path| async move { self.object(key, &path).await })
             .buffered(LIST_READS)
