@@ -32,33 +32,37 @@
 //! `link` and `rename` work across directories of one filesystem, and nothing about the temp
 //! file's own directory entry needs to be durable.
 
+mod key_locks;
 mod layer;
+mod sessions;
 mod store_fs;
 mod store_fs_keys;
 mod store_fs_local;
+mod walk;
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::HashSet,
     io,
     path::{Path, PathBuf},
-    process,
     sync::{
         Arc, Mutex, MutexGuard, PoisonError, RwLock,
         atomic::{AtomicU64, Ordering},
     },
-    time::{SystemTime, UNIX_EPOCH},
 };
 
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
-use tokio::sync::OwnedMutexGuard;
 
 pub use layer::{DirEntry, FileKind, Fs, FsFile, FsLock, RealFs};
 pub use store_fs::{MAX_DIR_ENTRIES, StoreFs};
 
+use key_locks::KeyLocks;
+use sessions::{clean_dead_sessions, session_name};
+use walk::Walk;
+
 use crate::{
     Key, ListPage, Object, Precondition, Store, StoreError, StoreOptions, Version,
-    key::is_valid_segment, store::clamp_limit,
+    store::clamp_limit,
 };
 
 /// The directory under the root holding the backend's own files.
@@ -671,75 +675,6 @@ impl Inner {
     }
 }
 
-/// A depth-first walk that yields keys in byte order, skipping whole subtrees before
-/// `start_after` and stopping once it has `want` keys.
-struct Walk<'a> {
-    start_after: Option<&'a str>,
-    want: usize,
-}
-
-impl Walk<'_> {
-    fn dir(
-        &self,
-        inner: &Inner,
-        dir: &Path,
-        key_prefix: &str,
-        keys: &mut Vec<Key>,
-    ) -> Result<(), StoreError> {
-        let entries = match inner.fs.read_dir(dir) {
-            Ok(entries) => entries,
-            // Removed since we looked: nothing below it any more.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(io_at("read directory", dir, e)),
-        };
-        // Sort a directory `d` as `d/`: every key below it starts with `d/`, so this orders whole
-        // subtrees among their siblings exactly as their keys order (`d-x` < `d/y` < `d0`).
-        let mut children: Vec<(String, FileKind)> = Vec::with_capacity(entries.len());
-        for entry in entries {
-            // Names that can not be a key segment (the backend's own `.toolplane`, foreign
-            // files with non-UTF-8 names) are not objects.
-            let Some(name) = entry.name.to_str().filter(|name| is_valid_segment(name)) else {
-                continue;
-            };
-            match entry.kind {
-                FileKind::File => children.push((name.to_owned(), FileKind::File)),
-                FileKind::Dir => children.push((format!("{name}/"), FileKind::Dir)),
-                kind => return Err(escape(dir.join(name), kind)),
-            }
-        }
-        children.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        for (name, kind) in children {
-            if keys.len() >= self.want {
-                return Ok(());
-            }
-            let full = format!("{key_prefix}{name}");
-            match kind {
-                FileKind::Dir => {
-                    // Skip the subtree if every key in it sorts at or before `start_after`.
-                    if let Some(after) = self.start_after
-                        && after > full.as_str()
-                        && !after.starts_with(&full)
-                    {
-                        continue;
-                    }
-                    let sub = dir.join(&name[..name.len() - 1]);
-                    self.dir(inner, &sub, &full, keys)?;
-                }
-                _ => {
-                    if self.start_after.is_some_and(|after| full.as_str() <= after) {
-                        continue;
-                    }
-                    // Deep foreign paths can exceed the key length limit: not objects.
-                    if let Ok(key) = Key::new(full) {
-                        keys.push(key);
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
 fn escape(path: PathBuf, kind: FileKind) -> StoreError {
     let what = match kind {
         FileKind::Symlink => "symlink inside the store root",
@@ -759,116 +694,6 @@ fn ensure_dir(fs: &dyn Fs, dir: &Path) -> Result<bool, StoreError> {
             Err(e) => Err(io_at("create directory", dir, e)),
         },
         Err(e) => Err(io_at("inspect", dir, e)),
-    }
-}
-
-fn session_name() -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_nanos())
-        .unwrap_or_default();
-    let seq = SESSION_SEQ.fetch_add(1, Ordering::Relaxed);
-    format!("{}-{nanos:x}-{seq}", process::id())
-}
-
-/// Removes the temp directories of sessions whose lock is free: their process is gone.
-fn clean_dead_sessions(fs: &dyn Fs, tmp: &Path, own: &str) -> Result<(), StoreError> {
-    let entries = fs
-        .read_dir(tmp)
-        .map_err(|e| io_at("read directory", tmp, e))?;
-    let sessions: HashSet<String> = entries
-        .iter()
-        .filter_map(|entry| entry.name.to_str())
-        .map(|name| name.strip_suffix(LOCK_SUFFIX).unwrap_or(name).to_owned())
-        .filter(|session| session != own)
-        .collect();
-    for session in sessions {
-        let lock_path = tmp.join(format!("{session}{LOCK_SUFFIX}"));
-        let Some(_guard) = fs
-            .try_lock(&lock_path)
-            .map_err(|e| io_at("lock", &lock_path, e))?
-        else {
-            continue;
-        };
-        remove_tree(fs, &tmp.join(&session))?;
-        // Removed while held, so nobody can take it over for a live session in between.
-        match fs.remove_file(&lock_path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_at("remove", &lock_path, e)),
-        }
-    }
-    Ok(())
-}
-
-/// Removes `dir` and everything in it without following symlinks. Only used inside the
-/// backend's own temp area.
-fn remove_tree(fs: &dyn Fs, dir: &Path) -> Result<(), StoreError> {
-    let entries = match fs.read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(io_at("read directory", dir, e)),
-    };
-    for entry in entries {
-        let path = dir.join(&entry.name);
-        let removed = match entry.kind {
-            FileKind::Dir => {
-                remove_tree(fs, &path)?;
-                continue;
-            }
-            _ => fs.remove_file(&path),
-        };
-        match removed {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_at("remove", &path, e)),
-        }
-    }
-    match fs.remove_dir(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(io_at("remove directory", dir, e)),
-    }
-}
-
-/// In-process per-key mutexes for CAS and delete, so concurrent writers of one key wait on an
-/// async mutex instead of each parking a blocking thread on the cross-process `flock`.
-#[derive(Debug, Default)]
-struct KeyLocks {
-    table: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<()>>>>,
-}
-
-struct KeyLockGuard<'a> {
-    locks: &'a KeyLocks,
-    key: Key,
-    guard: Option<OwnedMutexGuard<()>>,
-}
-
-impl KeyLocks {
-    async fn lock(&self, key: &Key) -> KeyLockGuard<'_> {
-        let mutex = Arc::clone(lock(&self.table).entry(key.clone()).or_default());
-        let guard = mutex.lock_owned().await;
-        KeyLockGuard {
-            locks: self,
-            key: key.clone(),
-            guard: Some(guard),
-        }
-    }
-}
-
-impl Drop for KeyLockGuard<'_> {
-    fn drop(&mut self) {
-        let mut table = lock(&self.locks.table);
-        drop(self.guard.take());
-        // Waiters clone the Arc under the table lock, so a count of one (the table's) means
-        // nobody holds or awaits this key: drop the entry to keep the table small. (A waiter
-        // whose future was dropped may leave one entry behind until the key's next use.)
-        if table
-            .get(&self.key)
-            .is_some_and(|mutex| Arc::strong_count(mutex) == 1)
-        {
-            table.remove(&self.key);
-        }
     }
 }
 
@@ -952,6 +777,6 @@ mod tests {
         while let Some(joined) = tasks.join_next().await {
             joined.unwrap();
         }
-        assert!(lock(&store.inner.key_locks.table).is_empty());
+        assert!(store.inner.key_locks.is_empty());
     }
 }
