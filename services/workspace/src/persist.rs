@@ -129,19 +129,7 @@ pub async fn promote(
         }
         next.files.insert(path.clone(), sha);
     }
-    let mut changed: Vec<String> = next
-        .files
-        .iter()
-        .filter(|(p, s)| old.files.get(*p) != Some(*s))
-        .map(|(p, _)| format!("{PERSIST_ROOT}/{p}"))
-        .collect();
-    changed.extend(
-        old.files
-            .keys()
-            .filter(|p| !next.files.contains_key(*p))
-            .map(|p| format!("{PERSIST_ROOT}/{p}")),
-    );
-    changed.sort();
+    let changed = changed_paths(&old, &next);
     let bytes = serde_json::to_vec_pretty(&next).map_err(|e| WsError::io(e.to_string()))?;
     let expected = match current {
         Some(v) => Precondition::Version(v),
@@ -156,6 +144,24 @@ pub async fn promote(
         Err(StoreError::Conflict { .. }) => Err(conflict(chat)),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The `persist/` paths `next` adds, changes or removes against `old`, sorted.
+fn changed_paths(old: &PersistState, next: &PersistState) -> Vec<String> {
+    let mut changed: Vec<String> = next
+        .files
+        .iter()
+        .filter(|(p, s)| old.files.get(*p) != Some(*s))
+        .map(|(p, _)| format!("{PERSIST_ROOT}/{p}"))
+        .collect();
+    changed.extend(
+        old.files
+            .keys()
+            .filter(|p| !next.files.contains_key(*p))
+            .map(|p| format!("{PERSIST_ROOT}/{p}")),
+    );
+    changed.sort();
+    changed
 }
 
 fn conflict(chat: &str) -> WsError {

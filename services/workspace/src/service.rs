@@ -11,6 +11,7 @@ pub mod audit;
 mod cells;
 mod executor;
 mod leases;
+mod skills;
 
 use std::{collections::HashSet, pin::Pin, sync::Arc};
 
@@ -503,60 +504,11 @@ impl WorkspaceService for WorkspaceGrpc {
         r: Request<pb::ImportSkillRequest>,
     ) -> Rpc<pb::ImportSkillResponse> {
         let caller = audit::caller_of(&r);
-        let r = cells::scoped(r)?;
-        done(
-            async {
-                let cell = cell_of(&r.cell_id)?;
-                let (skill, warnings) = self
-                    .ws
-                    .skills()
-                    .import(&cell, &r.source_path, &r.name, r.replace)
-                    .await?;
-                let summary = format!(
-                    "skill imported: version `{}`, {} files",
-                    skill.version,
-                    skill.files.len()
-                );
-                audit::skill_changed(
-                    self.audit.as_ref(),
-                    &caller,
-                    "ImportSkill",
-                    &cell,
-                    &skill.name,
-                    summary,
-                )
-                .await;
-                Ok(pb::ImportSkillResponse {
-                    skill: Some(convert::skill(&skill)),
-                    warnings: warnings
-                        .into_iter()
-                        .map(|w| pb::Diagnostic {
-                            code: w.code.to_owned(),
-                            message: w.message,
-                            subject: w.subject,
-                        })
-                        .collect(),
-                })
-            }
-            .await,
-        )
+        done(skills::import(&self.ws, self.audit.as_ref(), &caller, cells::scoped(r)?).await)
     }
 
     async fn list_skills(&self, r: Request<pb::ListSkillsRequest>) -> Rpc<pb::ListSkillsResponse> {
-        let r = cells::scoped(r)?;
-        done(
-            async {
-                let cell = cell_of(&r.cell_id)?;
-                let page = convert::page_size(r.page_size, 100, 1000);
-                let after = convert::page_cursor("workspace.skills", &r.page_token)?;
-                let (skills, next) = self.ws.skill_page(&cell, &after, page).await?;
-                Ok(pb::ListSkillsResponse {
-                    skills: skills.iter().map(convert::skill).collect(),
-                    next_page_token: convert::page_token("workspace.skills", &next),
-                })
-            }
-            .await,
-        )
+        done(skills::list(&self.ws, cells::scoped(r)?).await)
     }
 
     async fn delete_skill(
@@ -564,25 +516,7 @@ impl WorkspaceService for WorkspaceGrpc {
         r: Request<pb::DeleteSkillRequest>,
     ) -> Rpc<pb::DeleteSkillResponse> {
         let caller = audit::caller_of(&r);
-        let r = cells::scoped(r)?;
-        done(
-            async {
-                let cell = cell_of(&r.cell_id)?;
-                self.ws.delete_skill(&cell, &r.name).await?;
-                let summary = "skill deleted".to_owned();
-                audit::skill_changed(
-                    self.audit.as_ref(),
-                    &caller,
-                    "DeleteSkill",
-                    &cell,
-                    &r.name,
-                    summary,
-                )
-                .await;
-                Ok(pb::DeleteSkillResponse {})
-            }
-            .await,
-        )
+        done(skills::delete(&self.ws, self.audit.as_ref(), &caller, cells::scoped(r)?).await)
     }
 
     async fn put_world_info_activation(

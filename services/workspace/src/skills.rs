@@ -184,33 +184,42 @@ impl Skills {
             skipped,
         };
         let bytes = serde_json::to_vec(&package).map_err(|e| WsError::io(e.to_string()))?;
-        let key = key(cell, &name)?;
-        if replace {
-            loop {
-                let expected = match self.store.head(&key).await? {
-                    Some(v) => Precondition::Version(v),
-                    None => Precondition::Absent,
-                };
-                match self.store.put_cas(&key, bytes.clone(), expected).await {
-                    Ok(_) => break,
-                    Err(StoreError::Conflict { .. }) => continue,
-                    Err(e) => return Err(e.into()),
-                }
-            }
-        } else {
-            match self.store.put_cas(&key, bytes, Precondition::Absent).await {
-                Ok(_) => {}
-                Err(StoreError::Conflict { .. }) => {
-                    return Err(WsError::status(
-                        "skill.exists",
-                        tonic::Code::AlreadyExists,
-                        format!("skill {name} is installed; set replace to replace it"),
-                    ));
-                }
+        self.install(cell, &name, bytes, replace).await?;
+        Ok((package, warnings))
+    }
+
+    /// Stores a skill's package under its name: replacing whatever is there when `replace`,
+    /// else only when no skill has that name (`skill.exists`).
+    async fn install(
+        &self,
+        cell: &str,
+        name: &str,
+        bytes: Vec<u8>,
+        replace: bool,
+    ) -> Result<(), WsError> {
+        let key = key(cell, name)?;
+        if !replace {
+            return match self.store.put_cas(&key, bytes, Precondition::Absent).await {
+                Ok(_) => Ok(()),
+                Err(StoreError::Conflict { .. }) => Err(WsError::status(
+                    "skill.exists",
+                    tonic::Code::AlreadyExists,
+                    format!("skill {name} is installed; set replace to replace it"),
+                )),
+                Err(e) => Err(e.into()),
+            };
+        }
+        loop {
+            let expected = match self.store.head(&key).await? {
+                Some(v) => Precondition::Version(v),
+                None => Precondition::Absent,
+            };
+            match self.store.put_cas(&key, bytes.clone(), expected).await {
+                Ok(_) => return Ok(()),
+                Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok((package, warnings))
     }
 
     /// Every installed skill of a cell, by name.

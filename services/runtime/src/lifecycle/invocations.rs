@@ -73,6 +73,38 @@ fn fix_run_budget(run: &Run, record: &RunRecord, profile: &Profile) -> Option<Ev
     })
 }
 
+/// An invocation's state when it opens on `snapshot`: its first round, open, nothing held.
+fn first_state(
+    snapshot: InvocationToolSnapshot,
+    profile: Profile,
+    format: ProviderFormat,
+    turn: ToolTurnContract,
+) -> InvocationInner {
+    let gate = ToolRequestGate::new(&snapshot);
+    InvocationInner {
+        snapshot: Arc::new(snapshot),
+        cycle: CycleDetector::new(profile.tools.cycle),
+        schemas: Default::default(),
+        profile,
+        format,
+        turn,
+        round: 1,
+        gate,
+        status: InvocationStatus::Open,
+        failure: None,
+        ended_ms: 0,
+        returned: None,
+        found: Vec::new(),
+        search_index: None,
+        held: None,
+        interrupted: None,
+        unknown_outcome: None,
+        recovered: Default::default(),
+        conversation: None,
+        checkpoint_version: None,
+    }
+}
+
 /// Refuses a request made under an epoch older than the run's.
 pub fn check_epoch(run: &Run, epoch: Option<u64>) -> Result<(), RuntimeError> {
     match epoch {
@@ -100,7 +132,11 @@ impl Runtime {
         let profile_id = openable(run, &record, profile_id)?;
         let resolved = self.resolve(&record, &profile_id).await?;
         let invocation_id = uuid::Uuid::new_v4().to_string();
-        let compiled = compile(
+        let Compiled {
+            snapshot,
+            turn,
+            tools_json,
+        } = compile(
             run,
             &invocation_id,
             &resolved,
@@ -109,11 +145,6 @@ impl Runtime {
             format,
             choice,
         )?;
-        let Compiled {
-            snapshot,
-            turn,
-            tools_json,
-        } = compiled;
         let snapshot_path = format!("input/invocations/{invocation_id}/tool_snapshot.json");
         let snapshot_bytes = serde_json::to_vec_pretty(&snapshot)
             .map_err(|e| RuntimeError::invalid(e.to_string()))?;
@@ -146,49 +177,22 @@ impl Runtime {
         self.append(run, record.epoch, vec![snapshot_object], events)
             .await?;
         self.take_over(run, &record, &invocation_id, &exit).await?;
-        let gate = ToolRequestGate::new(&snapshot);
-        let inner = InvocationInner {
-            snapshot: Arc::new(snapshot),
-            cycle: CycleDetector::new(resolved.profile.tools.cycle),
-            schemas: Default::default(),
-            profile: resolved.profile,
-            format,
-            turn,
-            round: 1,
-            gate,
-            status: InvocationStatus::Open,
-            failure: None,
-            ended_ms: 0,
-            returned: None,
-            found: Vec::new(),
-            search_index: None,
-            held: None,
-            interrupted: None,
-            unknown_outcome: None,
-            recovered: Default::default(),
-            conversation: None,
-            checkpoint_version: None,
-        };
         let inv = Arc::new(Invocation::new(
             invocation_id.clone(),
             run.clone(),
             driver,
             snapshot_path,
             resolved.version,
-            inner,
+            first_state(snapshot, resolved.profile, format, turn),
         ));
         self.insert_invocation(inv.clone());
         // A host-driven invocation can be taken over from its first turn; a runtime-driven one's
         // loop writes its checkpoints itself, with its conversation.
         if driver == Driver::Host {
             let mut inner = inv.inner.lock().await;
-            self.checkpoint(
-                &inv,
-                &mut inner,
-                TurnStage::Between,
-                &HeldTurn::between(1, None),
-            )
-            .await;
+            let between = HeldTurn::between(1, None);
+            self.checkpoint(&inv, &mut inner, TurnStage::Between, &between)
+                .await;
         }
         Ok(Opened {
             invocation: inv,

@@ -6,6 +6,7 @@
 
 mod held;
 pub mod invocation;
+mod model_call;
 mod resume;
 mod retry;
 mod trim;

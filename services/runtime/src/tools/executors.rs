@@ -137,20 +137,15 @@ pub async fn on_host(
         }
     };
     let Ok(answered) = response else {
-        return Ok(Dispatched {
-            outcome: Outcome::Unknown,
-            ..Dispatched::known(
-                AgentToolResult::error(
-                    call,
-                    codes::TOOL_TIMEOUT,
-                    format!(
-                        "the tool did not answer within {} s; the outcome is unknown",
-                        timeout.as_secs()
-                    ),
-                ),
-                Effect::None,
-            )
-        });
+        return Ok(failed(
+            call,
+            Outcome::Unknown,
+            codes::TOOL_TIMEOUT,
+            format!(
+                "the tool did not answer within {} s; the outcome is unknown",
+                timeout.as_secs()
+            ),
+        ));
     };
     match answered? {
         Ok(executed) => from_executed(call, executed),
@@ -161,8 +156,7 @@ pub async fn on_host(
             Err(lease_lost(&inv.run))
         }
         Err(e) => {
-            let not_sent = e.kind == PortErrorKind::Unavailable;
-            let (outcome, what) = if not_sent {
+            let (outcome, what) = if e.kind == PortErrorKind::Unavailable {
                 (Outcome::NotSent, "nothing was sent")
             } else {
                 (
@@ -170,21 +164,29 @@ pub async fn on_host(
                     "the outcome is unknown and the call is not retried",
                 )
             };
-            Ok(Dispatched {
+            Ok(failed(
+                call,
                 outcome,
-                ..Dispatched::known(
-                    AgentToolResult::error(
-                        call,
-                        TOOL_EXECUTOR_UNAVAILABLE,
-                        format!(
-                            "the tool's host could not run the call ({what}): {}",
-                            e.message
-                        ),
-                    ),
-                    Effect::None,
-                )
-            })
+                TOOL_EXECUTOR_UNAVAILABLE,
+                format!(
+                    "the tool's host could not run the call ({what}): {}",
+                    e.message
+                ),
+            ))
         }
+    }
+}
+
+/// A host call that failed: the model's error result, with what is known of whether it was sent.
+fn failed(
+    call: &ToolInvocation,
+    outcome: Outcome,
+    code: codes::ErrorCode,
+    message: String,
+) -> Dispatched {
+    Dispatched {
+        outcome,
+        ..Dispatched::known(AgentToolResult::error(call, code, message), Effect::None)
     }
 }
 

@@ -25,13 +25,10 @@ pub fn search(
     args: &Map<String, Value>,
 ) -> Dispatched {
     let Some(plan) = inner.snapshot.search.clone() else {
-        return Dispatched::known(
-            AgentToolResult::error(
-                call,
-                codes::TOOL_INVALID_ARGUMENTS,
-                "tool search is not on for this agent",
-            ),
-            Effect::None,
+        return refused(
+            call,
+            codes::TOOL_INVALID_ARGUMENTS,
+            "tool search is not on for this agent".to_owned(),
         );
     };
     let query = args.get("query").and_then(Value::as_str).unwrap_or("");
@@ -44,16 +41,13 @@ pub fn search(
         .unwrap_or(usize::MAX)
         .saturating_sub(inner.found.len());
     if room == 0 {
-        return Dispatched::known(
-            AgentToolResult::error(
-                call,
-                codes::AGENT_TOOL_BUDGET_EXHAUSTED,
-                format!(
-                    "searches already added {} tools, the most this agent may add; use the tools you have",
-                    plan.max_found
-                ),
+        return refused(
+            call,
+            codes::AGENT_TOOL_BUDGET_EXHAUSTED,
+            format!(
+                "searches already added {} tools, the most this agent may add; use the tools you have",
+                plan.max_found
             ),
-            Effect::None,
         );
     }
     let index = inner
@@ -66,12 +60,7 @@ pub fn search(
         turn.contains(id) || found.iter().any(|(f, _)| f == id)
     }) {
         Ok(hits) => hits,
-        Err(e) => {
-            return Dispatched::known(
-                AgentToolResult::error(call, codes::TOOL_INVALID_ARGUMENTS, format!("query: {e}")),
-                Effect::None,
-            );
-        }
+        Err(e) => return refused(call, codes::TOOL_INVALID_ARGUMENTS, format!("query: {e}")),
     };
     let round = inner.round;
     let mut listed = Vec::with_capacity(hits.len());
@@ -92,21 +81,7 @@ pub fn search(
         }));
         inner.found.push((hit.tool_id.clone(), round));
     }
-    let text = if listed.is_empty() {
-        "No tool you have not been shown matches; try other words, or use the tools you have."
-            .to_owned()
-    } else {
-        let mut text = format!(
-            "Found {} tool(s); you can call them from your next turn on:",
-            listed.len()
-        );
-        for t in &listed {
-            let name = t.get("name").and_then(Value::as_str).unwrap_or("");
-            let description = t.get("description").and_then(Value::as_str).unwrap_or("");
-            let _ = write!(text, "\n- {name}: {description}");
-        }
-        text
-    };
+    let text = answer_text(&listed);
     let ids: Vec<String> = hits.iter().map(|h| h.tool_id.to_string()).collect();
     let mut dispatched = Dispatched::known(
         AgentToolResult::ok(call, text).with_structured(json!({"tools": listed})),
@@ -120,4 +95,27 @@ pub fn search(
         .inv(&inv.id),
     );
     dispatched
+}
+
+/// A search the model may correct: its error result, nothing found or recorded.
+fn refused(call: &ToolInvocation, code: codes::ErrorCode, message: String) -> Dispatched {
+    Dispatched::known(AgentToolResult::error(call, code, message), Effect::None)
+}
+
+/// The result's text: each tool found with its name and shortened description.
+fn answer_text(listed: &[Value]) -> String {
+    if listed.is_empty() {
+        return "No tool you have not been shown matches; try other words, or use the tools you have."
+            .to_owned();
+    }
+    let mut text = format!(
+        "Found {} tool(s); you can call them from your next turn on:",
+        listed.len()
+    );
+    for t in listed {
+        let name = t.get("name").and_then(Value::as_str).unwrap_or("");
+        let description = t.get("description").and_then(Value::as_str).unwrap_or("");
+        let _ = write!(text, "\n- {name}: {description}");
+    }
+    text
 }

@@ -60,12 +60,8 @@ fn the_demo_completes_with_auth_on_so_services_reach_each_other() {
     // The demo's run goes through the runtime's calls to the catalog, the workspace and the
     // mcp-proxy, and the catalog's pull from the mcp-proxy: each needs the service credential.
     let dir = tempfile::tempdir().unwrap();
-    let ports = Ports::free();
-    let mut args = vec!["up".to_owned(), "--auth".to_owned()];
-    args.extend(ports.up_args());
-    args.extend(["--demo".to_owned(), "--once".to_owned()]);
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    let ran = run_in(dir.path(), &refs).ok();
+    let (_, ran) = run_up_in(dir.path(), &["--auth", "--demo", "--once"]);
+    let ran = ran.ok();
     assert!(ran.stdout.contains("completed"), "{}", ran.stdout);
     assert!(dir.path().join(".toolplane/admin.token").is_file());
 }

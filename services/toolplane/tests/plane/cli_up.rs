@@ -18,11 +18,8 @@ fn tool_line<'a>(stdout: &'a str, alias: &str) -> &'a str {
 #[test]
 fn up_demo_once_runs_the_scripted_agent_shows_its_timeline_and_exits_with_its_status() {
     let dir = tempfile::tempdir().unwrap();
-    let ports = Ports::free();
-    let mut args = vec!["up".to_owned(), "--demo".to_owned(), "--once".to_owned()];
-    args.extend(ports.up_args());
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    let ran = run_in(dir.path(), &refs).ok();
+    let (ports, ran) = run_up_in(dir.path(), &["--demo", "--once"]);
+    let ran = ran.ok();
     let out = &ran.stdout;
 
     assert!(
@@ -83,7 +80,8 @@ fn up_demo_once_runs_the_scripted_agent_shows_its_timeline_and_exits_with_its_st
     }
 
     // A second demo on the same data directory re-uses the registration and runs again.
-    let again = run_in(dir.path(), &refs).ok();
+    let (_, again) = run_up_in(dir.path(), &["--demo", "--once"]);
+    let again = again.ok();
     assert_eq!(
         again.stdout.matches("run       completed").count(),
         1,

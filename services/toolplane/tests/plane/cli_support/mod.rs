@@ -172,6 +172,25 @@ pub fn run_in(cwd: &Path, args: &[&str]) -> Ran {
     run_in_with(cwd, args, &[])
 }
 
+/// Runs `toolplane up <port flags> <extra…>` to its end on free ports, in `dir`. Free ports are
+/// picked, released and then bound by the plane, so another test may take one in between: such a
+/// start fails with `plane.bind_failed` before it serves anything, and is run again on new ports.
+pub fn run_up_in(dir: &Path, extra: &[&str]) -> (Ports, Ran) {
+    for _ in 0..4 {
+        let ports = Ports::free();
+        let mut args = vec!["up".to_owned()];
+        args.extend(ports.up_args());
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let ran = run_in(dir, &refs);
+        if ran.code != Some(0) && ran.stderr.contains("plane.bind_failed") {
+            continue;
+        }
+        return (ports, ran);
+    }
+    panic!("`toolplane up` found no free ports in four tries");
+}
+
 /// [`run_in`] with extra environment variables.
 pub fn run_in_with(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Ran {
     let child = command(cwd)
