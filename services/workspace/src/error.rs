@@ -392,10 +392,10 @@ impl From<StoreError> for WsError {
                 tracing::error!(%error, "the store refused to follow a path");
                 WsError::escape(format!("the store found {what} and did not follow it"))
             }
-            StoreError::TooLarge { .. } => WsError::status(
+            StoreError::TooLarge { size, limit, .. } => WsError::status(
                 "workspace.invalid_request",
                 tonic::Code::InvalidArgument,
-                error.to_string(),
+                format!("{size} bytes exceed the store's limit of {limit} bytes"),
             ),
             // A backend's own words (a file path, an S3 URL, a database's message) go to the
             // operator's log; the message names the failed step and the IO error's kind.
@@ -407,7 +407,18 @@ impl From<StoreError> for WsError {
                     source.kind()
                 ))
             }
-            _ => WsError::io(error.to_string()),
+            // The key (the store's layout, with the run's paths in it) goes to the log too.
+            StoreError::InvalidKey { reason, .. } => {
+                tracing::error!(%error, "the store refused a key");
+                WsError::io(format!("the store refused a key ({reason})"))
+            }
+            _ => {
+                tracing::error!(%error, "the store failed");
+                WsError::io(format!(
+                    "{}; the workspace's log has the details",
+                    error.code()
+                ))
+            }
         }
     }
 }

@@ -466,7 +466,8 @@ fn closed(id: &str) -> WsError {
     )
 }
 
-fn stale(epoch: u64, current: u64) -> WsError {
+/// `workspace.stale_epoch`: a request made under an epoch older than the run's.
+pub(crate) fn stale(epoch: u64, current: u64) -> WsError {
     WsError::status(
         "workspace.stale_epoch",
         tonic::Code::FailedPrecondition,

@@ -84,9 +84,13 @@ pub(super) fn invalid_input(message: impl Into<String>) -> io::Error {
 
 /// A store failure as the `io::ErrorKind` the `Fs` contract's callers branch on.
 pub(super) fn store_err(e: StoreError) -> io::Error {
+    // A refused key is the caller's path to shorten: said without the key, which would show the
+    // store's layout (and reach a model through the workspace's tools).
+    if let StoreError::InvalidKey { reason, .. } = &e {
+        return invalid_input(format!("the path can not be stored ({reason})"));
+    }
     let kind = match &e {
         StoreError::AlreadyExists { .. } => io::ErrorKind::AlreadyExists,
-        StoreError::InvalidKey { .. } => io::ErrorKind::InvalidInput,
         StoreError::TooLarge { .. } => io::ErrorKind::FileTooLarge,
         _ => io::ErrorKind::Other,
     };

@@ -118,15 +118,18 @@ impl Workspace {
             .await?;
         let append = commit.append;
         let bound = record.message_id.clone();
+        // The run's message has an id its run decides: a commit sent again after its chat write
+        // landed but before the binding below did finds the message and replaces it, instead of
+        // adding a second one.
+        let id = bound.clone().unwrap_or_else(|| run_message_id(run_id));
         let now = now_ms();
         let (index, message, created) = self
             .chats()
             .modify(cell, &record.chat_id, |messages| {
-                if let Some(id) = &bound
-                    && let Some((i, m)) = messages
-                        .iter_mut()
-                        .enumerate()
-                        .find(|(_, m)| &m.message_id == id)
+                if let Some((i, m)) = messages
+                    .iter_mut()
+                    .enumerate()
+                    .find(|(_, m)| m.message_id == id)
                 {
                     if append {
                         m.content.push_str(&text)
@@ -137,7 +140,7 @@ impl Workspace {
                     return Ok((i as u64, m.clone(), false));
                 }
                 let message = StoredMessage {
-                    message_id: bound.clone().unwrap_or_else(new_message_id),
+                    message_id: id.clone(),
                     role: "assistant".into(),
                     name: String::new(),
                     content: text.clone(),
@@ -214,4 +217,10 @@ impl Workspace {
         }
         Ok((text, sha))
     }
+}
+
+/// The id of the chat message a run's commits write: one per run, the same on every replica and
+/// every retry.
+fn run_message_id(run_id: &str) -> String {
+    format!("m-run-{run_id}")
 }

@@ -135,11 +135,18 @@ impl Workspace {
                 }
                 None => (0, Precondition::Absent),
             };
+            // An epoch a request raised to the largest value leaves no next one: refused, never
+            // wrapped around to 0.
+            let Some(epoch) = previous.max(floor).checked_add(1) else {
+                return Err(WsError::invalid_request(
+                    "the run's epoch is at its largest value; no lease can follow it",
+                ));
+            };
             let lease = Lease {
                 cell_id: cell.to_owned(),
                 run_id: run.to_owned(),
                 holder: holder.to_owned(),
-                epoch: previous.max(floor) + 1,
+                epoch,
                 expires_at_unix_ms: expires,
             };
             if !self.put_lease(&lease, expected).await? {

@@ -10,7 +10,7 @@ use crate::{
     error::WsError,
     paths::{self, Roots},
     persist,
-    runs::{InvocationRecord, Run, RunRecord, STATUS_COMPLETED, SkillAccess},
+    runs::{InvocationRecord, Run, RunRecord, STATUS_COMPLETED, SkillAccess, stale as stale_epoch},
 };
 
 /// A run workspace to create: the manifest's values, ids already validated.
@@ -45,11 +45,11 @@ impl Workspace {
         self.runs().get(cell, run).await
     }
 
-    /// The manifest of a run.
+    /// The manifest of a run (on a shared store read again: another replica may have changed
+    /// it since this one cached it).
     pub async fn run_record(&self, cell: &str, run: &str) -> Result<RunRecord, WsError> {
         let run = self.run(cell, run).await?;
-        let record = run.record.lock().await.0.clone();
-        Ok(record)
+        self.runs().current(&run).await
     }
 
     /// Creates a run workspace, or returns the manifest of the same run created before with the
@@ -169,9 +169,15 @@ impl Workspace {
         status: i32,
     ) -> Result<(), WsError> {
         let run = self.run(cell, run_id).await?;
-        self.runs().check_epoch(&run, epoch, true).await?;
+        // Under the run's fence lock, and checked again on every re-read of the manifest (another
+        // replica may have raised its epoch in between): a driver whose lease another one has
+        // taken never marks the run finished. Once the manifest says finished, the run is.
+        let (_, _fence) = self.runs().fenced(&run, epoch, true).await?;
         self.runs()
             .update(&run, |rec| {
+                if epoch < rec.epoch {
+                    return Err(stale_epoch(epoch, rec.epoch));
+                }
                 let change = !rec.finished;
                 rec.finished = true;
                 rec.status = status;

@@ -55,7 +55,8 @@ impl Log {
         }
     }
 
-    /// Seals a run's journal.
+    /// Seals a run's journal. Called once the manifest says the run is finished, which is what
+    /// refuses later appends; the seal ends followers and closes the journal itself.
     pub async fn seal(&self, key: &RunKey) -> Result<(), WsError> {
         match self {
             Log::Local(wal) => wal.seal(key).await,
@@ -108,6 +109,30 @@ impl Log {
         match self {
             Log::Local(wal) => wal.object_bytes(key, path).await,
             Log::Shared(log) => log.object_bytes(key, path).await,
+        }
+    }
+
+    /// The audit object at `path` of a run, if the log holds one; its bytes are read with
+    /// [`LogObject::read`], which may block (the local log reads a checkpointed object from its
+    /// pack).
+    pub async fn object(&self, key: &RunKey, path: &str) -> Result<Option<LogObject>, WsError> {
+        match self {
+            Log::Local(wal) => wal.object(key, path).await,
+            Log::Shared(log) => log.object(key, path).await,
+        }
+    }
+
+    /// The paths of a run's audit objects under a path prefix, in order, without reading them:
+    /// what a listing needs. (The local log's objects are handles already; on a shared store
+    /// this is one listing of keys, where [`Log::objects_under`] also reads every object.)
+    pub async fn object_paths_under(
+        &self,
+        key: &RunKey,
+        prefix: &str,
+    ) -> Result<Vec<String>, WsError> {
+        match self {
+            Log::Local(wal) => Ok(wal.objects_under(key, prefix).await?.into_keys().collect()),
+            Log::Shared(log) => log.object_paths_under(key, prefix).await,
         }
     }
 

@@ -13,7 +13,7 @@ use std::{
 use tokio::sync::watch;
 use toolplane_store::Store;
 
-use super::{lock, read_head};
+use super::{head_version, lock, read_head};
 use crate::{error::WsError, wal::RunKey};
 
 /// How often a followed journal's head is read for records appended through other replicas: the
@@ -93,6 +93,9 @@ async fn poll(
 ) {
     let mut ticker = tokio::time::interval(POLL_INTERVAL);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The head's version when it was last read whole: a poll asks for the version alone and
+    // reads the head (its tail can hold a large append) only when another write changed it.
+    let mut seen = None;
     loop {
         ticker.tick().await;
         {
@@ -108,8 +111,17 @@ async fn poll(
             // Nothing more can come; the poll stays only to forget the run with its followers.
             continue;
         }
+        match head_version(store.as_ref(), &key).await {
+            Ok(version) if version.is_some() && version == seen => continue,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(run = %key.1, error = %e, "journal follow poll failed");
+                continue;
+            }
+        }
         match read_head(store.as_ref(), &key).await {
-            Ok((head, _)) => {
+            Ok((head, version)) => {
+                seen = version;
                 let last = head.last_seq();
                 let newly_sealed = head.sealed && !sealed;
                 sealed = head.sealed;

@@ -52,8 +52,9 @@ use objects::ObjectCache;
 /// enough to read and rewrite on every append. Every append rewrites the whole head, so this
 /// bounds the bytes a database rewrites (and logs) per append; BENCHMARKS.md, "Cluster mode".
 pub const TAIL_BYTES: usize = 16 * 1024;
-/// Records of segments kept decoded in memory, over all runs.
-const CACHED_SEGMENT_RECORDS: usize = 64 * 1024;
+/// Encoded bytes of the segments kept decoded in memory, over all runs (a segment can hold one
+/// large append, so records alone would not bound it); as much as the local log's cache.
+const CACHED_SEGMENT_BYTES: usize = 32 * 1024 * 1024;
 /// Most compare-and-swap rounds one append, fence or seal tries before it gives up.
 const MAX_ROUNDS: usize = 256;
 
@@ -71,12 +72,16 @@ pub struct StoreLog {
     followers: Followers,
 }
 
+/// A segment: its run, first and last sequence numbers.
+type SegmentId = (RunKey, u64, u64);
+
 /// Decoded segments, oldest first out; segments are immutable, so a cached one is never stale.
 #[derive(Debug, Default)]
 struct SegmentCache {
-    map: HashMap<(RunKey, u64, u64), Arc<Vec<JournalEvent>>>,
-    order: VecDeque<(RunKey, u64, u64)>,
-    records: usize,
+    /// Each segment's records and its encoded size.
+    map: HashMap<SegmentId, (Arc<Vec<JournalEvent>>, usize)>,
+    order: VecDeque<SegmentId>,
+    bytes: usize,
 }
 
 fn run_prefix(key: &RunKey) -> String {
@@ -100,6 +105,11 @@ async fn read_head(store: &dyn Store, key: &RunKey) -> Result<(Head, Option<Vers
         Some(object) => Ok((Head::decode(&object.bytes)?, Some(object.version))),
         None => Ok((Head::empty(), None)),
     }
+}
+
+/// The version of the run's head in `store` alone (`None`: no head yet), without its bytes.
+async fn head_version(store: &dyn Store, key: &RunKey) -> Result<Option<Version>, WsError> {
+    Ok(store.head(&head_key(key)?).await?)
 }
 
 impl StoreLog {
@@ -203,7 +213,7 @@ impl StoreLog {
         last: u64,
     ) -> Result<Arc<Vec<JournalEvent>>, WsError> {
         let id = (key.clone(), first, last);
-        if let Some(found) = lock(&self.segments).map.get(&id) {
+        if let Some((found, _)) = lock(&self.segments).map.get(&id) {
             return Ok(Arc::clone(found));
         }
         let skey = segment_key(key, first, last)?;
@@ -221,17 +231,22 @@ impl StoreLog {
                 records.len()
             )));
         }
+        let size = object.bytes.len();
         let mut cache = lock(&self.segments);
-        if cache.map.insert(id.clone(), Arc::clone(&records)).is_none() {
+        if cache
+            .map
+            .insert(id.clone(), (Arc::clone(&records), size))
+            .is_none()
+        {
             cache.order.push_back(id);
-            cache.records += records.len();
+            cache.bytes += size;
         }
-        while cache.records > CACHED_SEGMENT_RECORDS {
+        while cache.bytes > CACHED_SEGMENT_BYTES {
             let Some(old) = cache.order.pop_front() else {
                 break;
             };
-            if let Some(gone) = cache.map.remove(&old) {
-                cache.records -= gone.len();
+            if let Some((_, gone)) = cache.map.remove(&old) {
+                cache.bytes -= gone;
             }
         }
         Ok(records)

@@ -169,6 +169,29 @@ impl StoreLog {
         }
     }
 
+    /// The paths of a run's audit objects under a path prefix, in order: one listing of the
+    /// run's object keys, no object read.
+    pub async fn object_paths_under(
+        &self,
+        key: &RunKey,
+        prefix: &str,
+    ) -> Result<Vec<String>, WsError> {
+        if !paths::may_hold_audit_paths(prefix) {
+            return Ok(Vec::new());
+        }
+        let root = objects_prefix(key)?;
+        // A run's objects are bounded by its journal's appends, so all of them are listed.
+        Ok(
+            toolplane_store::keys_below(self.store.as_ref(), &root, usize::MAX)
+                .await?
+                .iter()
+                .filter_map(|k| k.strip_prefix(&root))
+                .map(|rel| rel.as_str().to_owned())
+                .filter(|rel| rel.starts_with(prefix))
+                .collect(),
+        )
+    }
+
     /// The audit objects of a run under a path prefix, keyed (and ordered) by path, their bytes
     /// in memory (callers hash or search them): one listing of the run's objects, then a read of
     /// each object not cached, [`LIST_READS`] at a time.
@@ -177,19 +200,7 @@ impl StoreLog {
         key: &RunKey,
         prefix: &str,
     ) -> Result<BTreeMap<String, LogObject>, WsError> {
-        if !paths::may_hold_audit_paths(prefix) {
-            return Ok(BTreeMap::new());
-        }
-        let root = objects_prefix(key)?;
-        // A run's objects are bounded by its journal's appends, so all of them are listed.
-        let paths_found: Vec<String> =
-            toolplane_store::keys_below(self.store.as_ref(), &root, usize::MAX)
-                .await?
-                .iter()
-                .filter_map(|k| k.strip_prefix(&root))
-                .map(|rel| rel.as_str().to_owned())
-                .filter(|rel| rel.starts_with(prefix))
-                .collect();
+        let paths_found = self.object_paths_under(key, prefix).await?;
         let found: Vec<Option<LogObject>> = stream::iter(paths_found)
             .map(|path| async move { self.object(key, &path).await })
             .buffered(LIST_READS)

@@ -47,9 +47,9 @@ async fn files_under(
         logged.extend(
             call.ws
                 .log()
-                .objects_under(&key, scope)
+                .object_paths_under(&key, scope)
                 .await?
-                .into_keys()
+                .into_iter()
                 .filter(|p| p == scope || p.starts_with(&below)),
         );
     }

@@ -12,8 +12,14 @@ use std::{
 
 use async_trait::async_trait;
 use tokio::sync::Semaphore;
+use toolplane_store::fs::RealFs;
 use toolplane_store::{Key, ListPage, Object, Precondition, Store, StoreError, Version};
-use toolplane_workspace::Workspace;
+use toolplane_workspace::{
+    Workspace,
+    engine::{chats::Commit, objects::ObjectQuery},
+    limits::Limits,
+    tree::NoHooks,
+};
 
 use crate::shared_log::{CELL, all_records, append, create, memory, replicas};
 
@@ -153,13 +159,14 @@ async fn a_stale_driver_never_gets_a_record_in_after_the_fence() {
 }
 
 /// A store that records the verbs and keys asked of it and, once armed, holds the next
-/// compare-and-swap of a journal head until released.
+/// compare-and-swap of a key containing the armed part (a journal head, a manifest) until
+/// released.
 #[derive(Debug)]
 struct Recording {
     inner: Arc<dyn Store>,
     ops: Mutex<Vec<(&'static str, String)>>,
-    armed: AtomicBool,
-    /// A permit once a head's compare-and-swap is held.
+    armed: Mutex<Option<&'static str>>,
+    /// A permit once a compare-and-swap is held.
     held: Semaphore,
     /// A permit lets it go on.
     release: Semaphore,
@@ -170,10 +177,15 @@ impl Recording {
         Recording {
             inner,
             ops: Mutex::default(),
-            armed: AtomicBool::new(false),
+            armed: Mutex::new(None),
             held: Semaphore::new(0),
             release: Semaphore::new(0),
         }
+    }
+
+    /// Holds the next compare-and-swap of a key containing `part`.
+    fn arm(&self, part: &'static str) {
+        *self.armed.lock().unwrap() = Some(part);
     }
 
     fn note(&self, verb: &'static str, key: Option<&Key>) {
@@ -199,7 +211,15 @@ impl Store for Recording {
         expected: Precondition,
     ) -> Result<Version, StoreError> {
         self.note("put_cas", Some(key));
-        if key.as_str().contains("/heads/") && self.armed.swap(false, Ordering::SeqCst) {
+        let hold = {
+            let mut armed = self.armed.lock().unwrap();
+            let hit = armed.is_some_and(|part| key.as_str().contains(part));
+            if hit {
+                *armed = None;
+            }
+            hit
+        };
+        if hold {
             self.held.add_permits(1);
             self.release.acquire().await.unwrap().forget();
         }
@@ -275,7 +295,7 @@ async fn a_stale_append_held_before_its_commit_is_refused_by_the_fence() {
         append(&b, "r5", old.epoch, 1, &["first"], vec![]).await,
         Ok(1)
     );
-    spy.armed.store(true, Ordering::SeqCst);
+    spy.arm("/heads/");
     let stale = {
         let b = Arc::clone(&b);
         tokio::spawn(async move { append(&b, "r5", old.epoch, 2, &["stale"], vec![]).await })
@@ -298,4 +318,152 @@ async fn a_stale_append_held_before_its_commit_is_refused_by_the_fence() {
         .map(|r| (r.r#type.as_str(), r.epoch))
         .collect();
     assert_eq!(seen, [("first", old.epoch), ("new", new.epoch)]);
+}
+
+/// The old driver's finish passed its epoch check and is about to mark the manifest finished
+/// when the new holder's lease raises the epoch through the other replica: the manifest's
+/// compare-and-swap fails, the re-read shows the new epoch, and the finish is refused. The run
+/// goes on under the new driver, who ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_finish_held_before_its_manifest_write_is_refused() {
+    let shared = memory();
+    let spy = Arc::new(Recording::new(Arc::clone(&shared)));
+    let (_dir_a, a) = replicas(shared, 1).await;
+    let (_dir_b, b) = replicas(Arc::clone(&spy) as Arc<dyn Store>, 1).await;
+    let (a, b) = (Arc::clone(&a[0]), Arc::clone(&b[0]));
+    create(&a, "r6", 0).await;
+    let old = a.acquire_lease(CELL, "r6", "old", 60_000).await.unwrap();
+    spy.arm("manifest.json");
+    let stale = {
+        let b = Arc::clone(&b);
+        tokio::spawn(async move {
+            b.finish_run(CELL, "r6", old.epoch, 3)
+                .await
+                .map_err(|e| e.code().to_owned())
+        })
+    };
+    spy.held.acquire().await.unwrap().forget();
+    a.release_lease(CELL, "r6", "old", old.epoch).await.unwrap();
+    let new = a.acquire_lease(CELL, "r6", "new", 60_000).await.unwrap();
+    spy.release.add_permits(1);
+    assert_eq!(
+        stale.await.unwrap(),
+        Err("workspace.stale_epoch".to_owned())
+    );
+    assert!(!b.run_record(CELL, "r6").await.unwrap().finished);
+    assert_eq!(
+        append(&a, "r6", new.epoch, 1, &["new"], vec![]).await,
+        Ok(1)
+    );
+    a.finish_run(CELL, "r6", new.epoch, 3).await.unwrap();
+    assert!(b.run_record(CELL, "r6").await.unwrap().finished);
+    assert!(b.read_journal(CELL, "r6", 1, 10).await.unwrap().sealed);
+}
+
+/// A page of `ListObjects` on a replica that has read nothing yet reads the page's audit objects
+/// alone, not every object of the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_of_objects_reads_only_the_objects_on_it() {
+    let shared = memory();
+    let recording = Arc::new(Recording::new(Arc::clone(&shared)));
+    let (_dir_a, a) = replicas(shared, 1).await;
+    let (_dir_b, b) = replicas(Arc::clone(&recording) as Arc<dyn Store>, 1).await;
+    create(&a[0], "r7", 1).await;
+    let objects: Vec<(String, Vec<u8>)> = (1..=6)
+        .map(|i| {
+            (
+                format!("tool-results/i/call_00000000000000c{i}.json"),
+                format!("[{i}]").into_bytes(),
+            )
+        })
+        .collect();
+    append(&a[0], "r7", 1, 1, &["calls"], objects)
+        .await
+        .unwrap();
+    recording.take();
+    let query = ObjectQuery {
+        prefix: "tool-results".to_owned(),
+        page_size: 2,
+        page_token: String::new(),
+        include_hidden: true,
+    };
+    let page = b[0].list_objects(CELL, "r7", query).await.unwrap();
+    let listed: Vec<&str> = page.objects.iter().map(|o| o.path.as_str()).collect();
+    assert_eq!(
+        listed,
+        [
+            "tool-results/i/call_00000000000000c1.json",
+            "tool-results/i/call_00000000000000c2.json"
+        ]
+    );
+    assert_eq!(page.objects[0].size_bytes, 3);
+    let reads = recording
+        .take()
+        .into_iter()
+        .filter(|(verb, key)| *verb == "get" && key.contains("/obj/"))
+        .count();
+    assert_eq!(reads, 2, "one read per object on the page");
+}
+
+fn replace_with(path: &str) -> Commit {
+    Commit {
+        epoch: 1,
+        source_path: path.to_owned(),
+        expected_source_sha256: None,
+        append: false,
+    }
+}
+
+/// A replacing commit whose chat write landed but whose binding of the run to the message is
+/// held (as when its replica goes away there) is sent again through another replica: the chat
+/// keeps one message, the run's, with the committed text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replacing_commit_sent_again_before_its_binding_landed_makes_one_message() {
+    let shared = memory();
+    let spy = Arc::new(Recording::new(Arc::clone(&shared)));
+    let (dir, a) = replicas(shared, 1).await;
+    let a = Arc::clone(&a[0]);
+    // A second replica over the same trees, its store calls through the spy.
+    let b = Workspace::open_shared(
+        Arc::clone(&spy) as Arc<dyn Store>,
+        Arc::new(RealFs),
+        std::fs::canonicalize(dir.path()).unwrap(),
+        Limits::default(),
+        Arc::new(NoHooks),
+    )
+    .await
+    .unwrap();
+    let b = Arc::new(b);
+    create(&a, "r8", 1).await;
+    a.blocking(|tree| {
+        let base = tree.run_dir(CELL, "r8");
+        tree.write_durable(&base, "output/answer.md", b"the answer")
+    })
+    .await
+    .unwrap();
+    spy.arm("manifest.json");
+    let first = {
+        let b = Arc::clone(&b);
+        tokio::spawn(async move {
+            b.commit_run_message(CELL, "r8", replace_with("output/answer.md"))
+                .await
+                .map(|c| c.created)
+        })
+    };
+    spy.held.acquire().await.unwrap().forget();
+    let again = a
+        .commit_run_message(CELL, "r8", replace_with("output/answer.md"))
+        .await
+        .unwrap();
+    assert!(
+        !again.created,
+        "the retry finds the message the first attempt made"
+    );
+    spy.release.add_permits(1);
+    assert!(first.await.unwrap().unwrap());
+    let (messages, _) = a.chat_messages(CELL, "chat", 0, 10).await.unwrap();
+    let texts: Vec<&str> = messages.iter().map(|(_, m)| m.content.as_str()).collect();
+    assert_eq!(texts, ["the answer"]);
+    let bound = a.run_record(CELL, "r8").await.unwrap().message_id;
+    assert_eq!(bound.as_deref(), Some(messages[0].1.message_id.as_str()));
 }
