@@ -19,6 +19,19 @@ use crate::state::{Failure, Run, RunStatus};
 
 use super::runs::{close_with_run, scope_of};
 
+/// The renewal of a lease taken for a run being created; dropping it stops the renewal
+/// ([`Runtime::hold_creation_lease`]).
+#[derive(Debug)]
+pub struct CreationLease(Option<tokio::task::JoinHandle<()>>);
+
+impl Drop for CreationLease {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+        }
+    }
+}
+
 /// Whether a lease refusal means another holder has the run (as opposed to a workspace that
 /// could not be reached, which a later renewal retries).
 fn lost(e: &PortError) -> bool {
@@ -52,6 +65,41 @@ impl Runtime {
             .acquire_run_lease(&scope, &self.lease_holder, self.cfg.cluster.lease_ttl_ms)
             .await
             .map_err(|e| e.into_error("taking the run's lease"))
+    }
+
+    /// Renews the lease just taken at `epoch` for a run being created, every third of its TTL,
+    /// until the returned guard is dropped (once [`Runtime::keep_run_lease`] renews it). The
+    /// creation's steps — its loop start, workspace, index and record, each a write to a shared
+    /// store — can together take longer than the TTL on a loaded store; a lease that lapsed then
+    /// would let another runtime take the half-created run for one whose creator died, and drop
+    /// what it had written. Does nothing with leases off.
+    pub fn hold_creation_lease(&self, cell: &str, run: &str, epoch: u64) -> CreationLease {
+        if !self.cfg.cluster.leases {
+            return CreationLease(None);
+        }
+        let Some(rt) = self.arc() else {
+            return CreationLease(None);
+        };
+        let ttl = self.cfg.cluster.lease_ttl_ms;
+        let every = Duration::from_millis((ttl / 3).max(1));
+        let scope = RunScope {
+            run_id: run.to_owned(),
+            cell_id: cell.to_owned(),
+            epoch,
+        };
+        CreationLease(Some(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let renewed = rt
+                    .ports
+                    .workspace
+                    .renew_run_lease(&scope, &rt.lease_holder, ttl)
+                    .await;
+                if let Err(e) = renewed {
+                    tracing::warn!(run = %scope.run_id, error = %e.message, "renewing the lease of a run being created");
+                }
+            }
+        })))
     }
 
     /// Renews the run's lease in the background until the run ends (the lease is then released)

@@ -87,6 +87,7 @@ impl Runtime {
         let _creating = self.creating(&c.cell_id, &c.run_id);
         // With leases on, the run is this runtime's from before its workspace exists.
         let epoch = self.take_run_lease(&c.cell_id, &c.run_id).await?;
+        let _renewed = self.hold_creation_lease(&c.cell_id, &c.run_id, epoch);
         if let Some(start) = &p.loop_start {
             self.save_loop_start(&c.cell_id, &c.run_id, start).await?;
         }

@@ -300,3 +300,49 @@ async fn an_mcp_call_refused_as_stale_loses_the_run() {
         "nothing journalled after the refusal"
     );
 }
+
+/// Creating a run on a loaded store can take longer than the lease's TTL: the creator renews the
+/// lease meanwhile, so a lapse in the middle (as a TTL passing without a renewal would make) is
+/// renewed before the creation ends, and another runtime cannot take the half-created run.
+#[tokio::test]
+async fn a_run_being_created_keeps_its_lease_live() {
+    let a = support::alone_with(|c| {
+        c.cluster.leases = true;
+        c.cluster.lease_ttl_ms = 90;
+    })
+    .await;
+    a.mem.put_profile(support::agent("slow", json!({})));
+    a.mem.slow_creation(Duration::from_millis(400));
+    let creating = {
+        let rt = Arc::clone(&a.rt);
+        tokio::spawn(async move {
+            rt.create_run(NewRun {
+                run_id: "slow-1".into(),
+                profile_id: "slow".into(),
+                ..NewRun::default()
+            })
+            .await
+            .map(|_| ())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    a.mem.expire_lease("slow-1");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let scope = RunScope {
+        run_id: "slow-1".into(),
+        cell_id: "default".into(),
+        epoch: 0,
+    };
+    let taken = toolplane_runtime::context::ports::Workspace::acquire_run_lease(
+        a.mem.as_ref(),
+        &scope,
+        "another",
+        90,
+    )
+    .await;
+    assert!(
+        taken.is_err(),
+        "the creator renewed its lease while it was creating the run"
+    );
+    creating.await.unwrap().unwrap();
+}

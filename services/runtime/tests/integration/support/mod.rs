@@ -67,6 +67,8 @@ pub struct Memory {
     /// Whether the mcp-proxy refuses every MCP call as stale (`mcp.stale_epoch`): another
     /// runtime's epoch of the run was seen.
     mcp_stale: Mutex<bool>,
+    /// How long creating a run's workspace takes (a loaded shared store).
+    create_delay: Mutex<Duration>,
 }
 
 impl Memory {
@@ -238,6 +240,11 @@ fn stored(r: &toolplane_runtime::state::Record) -> StoredRecord {
 }
 
 impl Memory {
+    /// Makes creating a run's workspace take `delay`.
+    pub fn slow_creation(&self, delay: Duration) {
+        *lock(&self.create_delay) = delay;
+    }
+
     /// Ends run `run`'s lease as if its TTL passed without a renewal (its holder died).
     pub fn expire_lease(&self, run: &str) {
         if let Some(l) = lock(&self.leases).get_mut(run) {
@@ -290,6 +297,8 @@ impl Workspace for Memory {
         &self,
         ws: NewRunWorkspace,
     ) -> Result<CreatedWorkspace, PortError> {
+        let delay = *lock(&self.create_delay);
+        tokio::time::sleep(delay).await;
         Ok(CreatedWorkspace {
             visible_roots: ws.visible_roots,
             writable_roots: ws.writable_roots,
