@@ -7,7 +7,6 @@ use std::{
     sync::Arc,
 };
 
-use futures::{StreamExt, TryStreamExt, stream};
 use toolplane_store::{Key, StoreError};
 
 use super::{
@@ -24,8 +23,6 @@ use crate::{
 
 /// Bytes of audit objects kept in memory, over all runs.
 const CACHED_OBJECT_BYTES: usize = 64 * 1024 * 1024;
-/// Objects one listing reads at once.
-const LIST_READS: usize = 16;
 
 /// Objects read or written, oldest first out.
 #[derive(Debug, Default)]
@@ -192,24 +189,39 @@ impl StoreLog {
         )
     }
 
-    /// The audit objects of a run under a path prefix, keyed (and ordered) by path, their bytes
-    /// in memory (callers hash or search them): one listing of the run's objects, then a read of
-    /// each object not cached, [`LIST_READS`] at a time.
+    /// The audit objects of a run under a path prefix, keyed (and ordered) by path: one listing
+    /// of the run's objects. Objects in memory are handed out as they are; the others are read
+    /// from the store only when a caller reads them ([`LogObject::read`], blocking: from the
+    /// workspace's blocking threads), one at a time, so a search holds one object at once and
+    /// fetches only those it scans.
     pub async fn objects_under(
         &self,
         key: &RunKey,
         prefix: &str,
     ) -> Result<BTreeMap<String, LogObject>, WsError> {
         let paths_found = self.object_paths_under(key, prefix).await?;
-        let found: Vec<Option<LogObject>> = stream::iter(paths_found)
-            .map(|path| async move { self.object(key, &path).await })
-            .buffered(LIST_READS)
-            .try_collect()
-            .await?;
-        Ok(found
-            .into_iter()
-            .flatten()
-            .map(|o| (o.path.clone(), o))
-            .collect())
+        let handle = tokio::runtime::Handle::current();
+        let cache = lock(&self.objects);
+        let mut out = BTreeMap::new();
+        for path in paths_found {
+            let object = match cache.map.get(&(key.clone(), path.clone())) {
+                Some(cached) => cached.clone(),
+                None => {
+                    let (store, handle) = (Arc::clone(&self.store), handle.clone());
+                    let (okey, at) = (object_key(key, &path)?, path.clone());
+                    LogObject::later(
+                        path.clone(),
+                        Arc::new(move || {
+                            let stored = handle.block_on(store.get(&okey))?.ok_or_else(|| {
+                                WsError::io(format!("audit object {at} vanished"))
+                            })?;
+                            Ok(Arc::new(decode_object(&stored.bytes)?.1.to_vec()))
+                        }),
+                    )
+                }
+            };
+            out.insert(path, object);
+        }
+        Ok(out)
     }
 }

@@ -67,7 +67,7 @@ use tokio::sync::oneshot;
 use toolplane_store::fs::{FileKind, Fs};
 
 pub use journal::{JournalPage, RunJournal};
-pub use objects::LogObject;
+pub use objects::{LoadObject, LogObject};
 
 use crate::{error::WsError, tree::Tree};
 

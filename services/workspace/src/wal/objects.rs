@@ -38,10 +38,25 @@ pub struct LogObject {
     pub(super) at: At,
 }
 
-#[derive(Debug, Clone)]
+/// Reads an object's bytes when asked; blocking (it may wait on a store).
+pub type LoadObject = Arc<dyn Fn() -> Result<Arc<Vec<u8>>, WsError> + Send + Sync>;
+
+#[derive(Clone)]
 pub(super) enum At {
     Memory(Arc<Vec<u8>>),
     Pack(Arc<RunJournal>, PackLoc),
+    /// Listed, not read yet (an object of a shared store's log).
+    Later(LoadObject),
+}
+
+impl std::fmt::Debug for At {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            At::Memory(bytes) => write!(f, "Memory({} bytes)", bytes.len()),
+            At::Pack(journal, loc) => f.debug_tuple("Pack").field(journal).field(loc).finish(),
+            At::Later(_) => f.write_str("Later"),
+        }
+    }
 }
 
 impl LogObject {
@@ -55,10 +70,24 @@ impl LogObject {
         }
     }
 
-    /// The object's bytes. Blocking: a checkpointed object is read from its pack.
+    /// An object whose bytes `load` reads when asked, of a size and put time not known before
+    /// (both 0): a listing of a shared store's objects hands these out so that only the objects
+    /// a caller reads are fetched, one at a time.
+    pub fn later(path: String, load: LoadObject) -> LogObject {
+        LogObject {
+            path,
+            size: 0,
+            put_at_unix_ms: 0,
+            at: At::Later(load),
+        }
+    }
+
+    /// The object's bytes. Blocking: a checkpointed object is read from its pack, a listed one
+    /// from its store.
     pub fn read(&self) -> Result<Arc<Vec<u8>>, WsError> {
         match &self.at {
             At::Memory(bytes) => Ok(Arc::clone(bytes)),
+            At::Later(load) => load(),
             At::Pack(journal, loc) => journal
                 .files
                 .read_object(&journal.key, &self.path, loc)

@@ -11,16 +11,22 @@ use std::{
 };
 
 use async_trait::async_trait;
+use serde_json::json;
 use tokio::sync::Semaphore;
+use tonic::transport::Channel;
+use toolplane_proto::v1::tool_executor_client::ToolExecutorClient;
 use toolplane_store::fs::RealFs;
 use toolplane_store::{Key, ListPage, Object, Precondition, Store, StoreError, Version};
+use toolplane_testkit::spawn_routes;
 use toolplane_workspace::{
     Workspace,
     engine::{chats::Commit, objects::ObjectQuery},
     limits::Limits,
+    runs::SkillAccess,
     tree::NoHooks,
 };
 
+use crate::common::call_with;
 use crate::shared_log::{CELL, all_records, append, create, memory, replicas};
 
 /// What one racing append did: `(epoch, seq, started after the fence returned, answered after
@@ -466,4 +472,64 @@ async fn a_replacing_commit_sent_again_before_its_binding_landed_makes_one_messa
     assert_eq!(texts, ["the answer"]);
     let bound = a.run_record(CELL, "r8").await.unwrap().message_id;
     assert_eq!(bound.as_deref(), Some(messages[0].1.message_id.as_str()));
+}
+
+/// A search on a replica that has read nothing yet fetches only the audit objects it scans: a
+/// search of one result among six reads that one from the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_reads_only_the_objects_it_scans() {
+    let shared = memory();
+    let recording = Arc::new(Recording::new(Arc::clone(&shared)));
+    let (_dir_a, a) = replicas(shared, 1).await;
+    let (_dir_b, b) = replicas(Arc::clone(&recording) as Arc<dyn Store>, 1).await;
+    create(&a[0], "r9", 1).await;
+    b[0].open_invocation(CELL, "r9", "i", 1, (&[], &[]), SkillAccess::default())
+        .await
+        .unwrap();
+    let objects: Vec<(String, Vec<u8>)> = (1..=6)
+        .map(|i| {
+            (
+                format!("tool-results/i/call_00000000000000d{i}.json"),
+                format!("{{\"needle\":{i}}}").into_bytes(),
+            )
+        })
+        .collect();
+    append(&a[0], "r9", 1, 1, &["calls"], objects)
+        .await
+        .unwrap();
+    let server = spawn_routes(
+        toolplane_workspace::routes(Arc::clone(&b[0]))
+            .await
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    let channel = Channel::from_shared(format!("http://{}", server.addr()))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut tools = ToolExecutorClient::new(channel);
+    recording.take();
+    let path = "tool-results/i/call_00000000000000d3.json";
+    let found = call_with(
+        &mut tools,
+        CELL,
+        "r9",
+        "i",
+        "workspace.search_files",
+        json!({ "query": "needle", "path": path }),
+    )
+    .await
+    .unwrap();
+    assert!(!found.is_error, "{:?} {}", found.error_code, found.content);
+    assert!(found.content.contains(path), "{}", found.content);
+    let reads: Vec<String> = recording
+        .take()
+        .into_iter()
+        .filter(|(verb, key)| *verb == "get" && key.contains("/obj/"))
+        .map(|(_, key)| key)
+        .collect();
+    assert_eq!(reads.len(), 1, "{reads:?}");
+    assert!(reads[0].ends_with(path), "{reads:?}");
 }
