@@ -192,8 +192,8 @@ impl StoreLog {
     /// The audit objects of a run under a path prefix, keyed (and ordered) by path: one listing
     /// of the run's objects. Objects in memory are handed out as they are; the others are read
     /// from the store only when a caller reads them ([`LogObject::read`], blocking: from the
-    /// workspace's blocking threads), each when it is scanned, so a search holds only the objects it is scanning and
-    /// fetches only those it scans.
+    /// workspace's blocking threads), each when it is scanned, so a search holds only the
+    /// objects it is scanning and fetches only those.
     pub async fn objects_under(
         &self,
         key: &RunKey,
