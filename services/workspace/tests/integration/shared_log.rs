@@ -10,10 +10,8 @@ use std::{
 };
 
 use serde_json::json;
-use tonic::transport::Channel;
-use toolplane_proto::v1::{JournalEvent, tool_executor_client::ToolExecutorClient};
+use toolplane_proto::v1::JournalEvent;
 use toolplane_store::{MemoryStore, Store, StoreOptions, fs::RealFs};
-use toolplane_testkit::spawn_routes;
 use toolplane_workspace::{
     Workspace,
     engine::{
@@ -27,7 +25,7 @@ use toolplane_workspace::{
     tree::NoHooks,
 };
 
-use crate::common::call_with;
+use crate::common::{call_with, serve_tools};
 
 pub(crate) const CELL: &str = "default";
 
@@ -303,15 +301,7 @@ async fn tools_on_one_replica_see_the_objects_another_stored() {
     let path = "tool-results/i/call_0123456789abcdef.json";
     let object = (path.to_owned(), b"{\"needle\":\"found\"}".to_vec());
     assert_eq!(append(a, "r6", 1, 1, &["call"], vec![object]).await, Ok(1));
-    let server = spawn_routes(toolplane_workspace::routes(Arc::clone(b)).await.unwrap())
-        .await
-        .unwrap();
-    let channel = Channel::from_shared(format!("http://{}", server.addr()))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut tools = ToolExecutorClient::new(channel);
+    let (_server, mut tools) = serve_tools(Arc::clone(b)).await;
     let mut call = async |tool: &str, args: serde_json::Value| {
         let r = call_with(&mut tools, CELL, "r6", "i", tool, args)
             .await

@@ -13,11 +13,8 @@ use std::{
 use async_trait::async_trait;
 use serde_json::json;
 use tokio::sync::Semaphore;
-use tonic::transport::Channel;
-use toolplane_proto::v1::tool_executor_client::ToolExecutorClient;
 use toolplane_store::fs::RealFs;
 use toolplane_store::{Key, ListPage, Object, Precondition, Store, StoreError, Version};
-use toolplane_testkit::spawn_routes;
 use toolplane_workspace::{
     Workspace,
     engine::{chats::Commit, objects::ObjectQuery},
@@ -26,7 +23,7 @@ use toolplane_workspace::{
     tree::NoHooks,
 };
 
-use crate::common::call_with;
+use crate::common::{call_with, serve_tools};
 use crate::shared_log::{CELL, all_records, append, create, memory, replicas};
 
 /// What one racing append did: `(epoch, seq, started after the fence returned, answered after
@@ -497,19 +494,7 @@ async fn a_search_reads_only_the_objects_it_scans() {
     append(&a[0], "r9", 1, 1, &["calls"], objects)
         .await
         .unwrap();
-    let server = spawn_routes(
-        toolplane_workspace::routes(Arc::clone(&b[0]))
-            .await
-            .unwrap(),
-    )
-    .await
-    .unwrap();
-    let channel = Channel::from_shared(format!("http://{}", server.addr()))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut tools = ToolExecutorClient::new(channel);
+    let (_server, mut tools) = serve_tools(Arc::clone(&b[0])).await;
     recording.take();
     let path = "tool-results/i/call_00000000000000d3.json";
     let found = call_with(

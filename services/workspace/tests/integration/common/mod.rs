@@ -175,6 +175,20 @@ impl Service {
     }
 }
 
+/// The workspace's routes over `ws` on a loopback port, and a tool client connected to them
+/// (the server stops when its handle is dropped).
+pub async fn serve_tools(ws: Arc<Workspace>) -> (ServerHandle, ToolExecutorClient<Channel>) {
+    let server = spawn_routes(toolplane_workspace::routes(ws).await.unwrap())
+        .await
+        .unwrap();
+    let channel = Channel::from_shared(format!("http://{}", server.addr()))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    (server, ToolExecutorClient::new(channel))
+}
+
 pub async fn call_with(
     client: &mut ToolExecutorClient<Channel>,
     cell: &str,
