@@ -3,18 +3,14 @@
 //! of one, and pages of the run's objects. Takes validated ids and paths; must never serve a path
 //! outside the workspace roots, nor overwrite an audit object.
 
-use std::collections::BTreeSet;
-use std::path::Path;
-
 use toolplane_text::{Window, WindowRequest, check_text, window};
 
 use crate::{
     engine::{Workspace, sha256_hex},
     error::WsError,
-    paths::Roots,
     paths::{self, HIDDEN_ROOTS, READ_ONLY_ROOTS, WsPath},
     tools::worldinfo,
-    tree::{Read, Tree},
+    tree::Read,
 };
 
 /// A path of a run workspace named by a storage RPC: any root, hidden storage included, but
@@ -260,104 +256,60 @@ impl Workspace {
         }
         let base = self.tree().run_dir(cell, run_id);
         let key = (cell.to_owned(), run_id.to_owned());
-        // The log's objects by path alone: only the page's are read, below.
-        let logged: BTreeSet<String> = self
-            .log()
-            .object_paths_under(&key, "")
-            .await?
-            .into_iter()
-            .collect();
-        let (mut objects, next_page_token) = self
-            .blocking(move |tree| page_of(tree, &base, &prefix, &logged, &roots, &query))
-            .await?;
-        // The page's audit objects: found in the log (on a shared store, read from the store),
-        // then described where reading them may block (the local log reads its packs).
-        let mut page = Vec::with_capacity(objects.len());
-        for (info, from_log) in objects.drain(..) {
-            if !from_log {
-                page.push((info, None));
-                continue;
+        let logged = self.log().objects_under(&key, "").await?;
+        self.blocking(move |tree| {
+            let (mut files, _) = tree.list_files(&base, &prefix, usize::MAX)?;
+            files.extend(logged.keys().cloned());
+            files.sort();
+            files.dedup();
+            let mut objects = Vec::new();
+            let mut next_page_token = String::new();
+            for f in files {
+                let Ok(path) = paths::parse(&f, false) else {
+                    continue;
+                };
+                if !prefix.is_empty() && !path.is_at_or_below(&prefix) {
+                    continue;
+                }
+                let visible = roots.can_see(&path);
+                if !query.include_hidden && !visible {
+                    continue;
+                }
+                if !query.page_token.is_empty() && f.as_str() <= query.page_token.as_str() {
+                    continue;
+                }
+                if objects.len() == query.page_size {
+                    next_page_token = objects
+                        .last()
+                        .map(|o: &ObjectInfo| o.path.clone())
+                        .unwrap_or_default();
+                    break;
+                }
+                let (bytes, modified) = match logged.get(&f) {
+                    Some(o) => {
+                        // Only the page's objects are read (on a shared store, fetched now).
+                        let o = o.loaded()?;
+                        (o.read()?.as_ref().clone(), Some(o.put_at_unix_ms))
+                    }
+                    None => match tree.read(&base, &f)? {
+                        Read::File(b) => (b, tree.modified_ms(&base, &f)),
+                        _ => continue,
+                    },
+                };
+                objects.push(ObjectInfo {
+                    path: f.clone(),
+                    size_bytes: bytes.len() as u64,
+                    sha256: sha256_hex(&bytes),
+                    modified_at_unix_ms: modified,
+                    visible,
+                    writable: roots.can_write(&path),
+                });
             }
-            if let Some(o) = self.log().object(&key, &info.path).await? {
-                page.push((info, Some(o)));
-            }
-        }
-        let objects = self
-            .blocking(move |_| {
-                page.into_iter()
-                    .map(|(info, object)| match object {
-                        Some(o) => Ok(described(info, &o.read()?, Some(o.put_at_unix_ms))),
-                        None => Ok(info),
-                    })
-                    .collect::<Result<Vec<_>, WsError>>()
+            Ok(ObjectPage {
+                objects,
+                next_page_token,
             })
-            .await?;
-        Ok(ObjectPage {
-            objects,
-            next_page_token,
         })
-    }
-}
-
-/// One page of a run's objects in path order, and the token of the next (empty: none): the
-/// tree's files under `prefix` described at once, the log's (`logged`) marked to be read after.
-fn page_of(
-    tree: &Tree,
-    base: &Path,
-    prefix: &str,
-    logged: &BTreeSet<String>,
-    roots: &Roots,
-    query: &ObjectQuery,
-) -> Result<(Vec<(ObjectInfo, bool)>, String), WsError> {
-    let (mut files, _) = tree.list_files(base, prefix, usize::MAX)?;
-    files.extend(logged.iter().cloned());
-    files.sort();
-    files.dedup();
-    let mut page: Vec<(ObjectInfo, bool)> = Vec::new();
-    for f in files {
-        let Ok(path) = paths::parse(&f, false) else {
-            continue;
-        };
-        if !prefix.is_empty() && !path.is_at_or_below(prefix) {
-            continue;
-        }
-        let visible = roots.can_see(&path);
-        if !query.include_hidden && !visible {
-            continue;
-        }
-        if !query.page_token.is_empty() && f.as_str() <= query.page_token.as_str() {
-            continue;
-        }
-        if page.len() == query.page_size {
-            let last = page.last().map(|(o, _)| o.path.clone());
-            return Ok((page, last.unwrap_or_default()));
-        }
-        let info = ObjectInfo {
-            path: f.clone(),
-            size_bytes: 0,
-            sha256: String::new(),
-            modified_at_unix_ms: None,
-            visible,
-            writable: roots.can_write(&path),
-        };
-        if logged.contains(&f) {
-            page.push((info, true));
-            continue;
-        }
-        if let Read::File(bytes) = tree.read(base, &f)? {
-            let modified = tree.modified_ms(base, &f);
-            page.push((described(info, &bytes, modified), false));
-        }
-    }
-    Ok((page, String::new()))
-}
-
-/// An object's entry with its size, digest and time of change.
-fn described(info: ObjectInfo, bytes: &[u8], modified: Option<i64>) -> ObjectInfo {
-    ObjectInfo {
-        size_bytes: bytes.len() as u64,
-        sha256: sha256_hex(bytes),
-        modified_at_unix_ms: modified,
-        ..info
+        .await
     }
 }

@@ -112,31 +112,8 @@ impl Log {
         }
     }
 
-    /// The audit object at `path` of a run, if the log holds one; its bytes are read with
-    /// [`LogObject::read`], which may block (the local log reads a checkpointed object from its
-    /// pack).
-    pub async fn object(&self, key: &RunKey, path: &str) -> Result<Option<LogObject>, WsError> {
-        match self {
-            Log::Local(wal) => wal.object(key, path).await,
-            Log::Shared(log) => log.object(key, path).await,
-        }
-    }
-
-    /// The paths of a run's audit objects under a path prefix, in order, without reading them:
-    /// what a listing needs. (The local log's objects are handles already; on a shared store
-    /// this is one listing of keys, where [`Log::objects_under`] also reads every object.)
-    pub async fn object_paths_under(
-        &self,
-        key: &RunKey,
-        prefix: &str,
-    ) -> Result<Vec<String>, WsError> {
-        match self {
-            Log::Local(wal) => Ok(wal.objects_under(key, prefix).await?.into_keys().collect()),
-            Log::Shared(log) => log.object_paths_under(key, prefix).await,
-        }
-    }
-
-    /// The audit objects of a run under a path prefix, by path.
+    /// The audit objects of a run under a path prefix, by path, none read yet (read each with
+    /// [`LogObject::read`], blocking).
     pub async fn objects_under(
         &self,
         key: &RunKey,

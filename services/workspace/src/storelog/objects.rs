@@ -168,11 +168,7 @@ impl StoreLog {
 
     /// The paths of a run's audit objects under a path prefix, in order: one listing of the
     /// run's object keys, no object read.
-    pub async fn object_paths_under(
-        &self,
-        key: &RunKey,
-        prefix: &str,
-    ) -> Result<Vec<String>, WsError> {
+    async fn object_paths_under(&self, key: &RunKey, prefix: &str) -> Result<Vec<String>, WsError> {
         if !paths::may_hold_audit_paths(prefix) {
             return Ok(Vec::new());
         }
@@ -192,8 +188,8 @@ impl StoreLog {
     /// The audit objects of a run under a path prefix, keyed (and ordered) by path: one listing
     /// of the run's objects. Objects in memory are handed out as they are; the others are read
     /// from the store only when a caller reads them ([`LogObject::read`], blocking: from the
-    /// workspace's blocking threads), each when it is scanned, so a search holds only the
-    /// objects it is scanning and fetches only those.
+    /// workspace's blocking threads), so a listing reads none, a page of objects only its own
+    /// and a search only those it scans, each when it scans it.
     pub async fn objects_under(
         &self,
         key: &RunKey,
@@ -215,7 +211,7 @@ impl StoreLog {
                             let stored = handle.block_on(store.get(&okey))?.ok_or_else(|| {
                                 WsError::io(format!("audit object {at} vanished"))
                             })?;
-                            Ok(Arc::new(decode_object(&stored.bytes)?.1.to_vec()))
+                            object_of(&at, &stored.bytes)
                         }),
                     )
                 }

@@ -47,9 +47,9 @@ async fn files_under(
         logged.extend(
             call.ws
                 .log()
-                .object_paths_under(&key, scope)
+                .objects_under(&key, scope)
                 .await?
-                .into_iter()
+                .into_keys()
                 .filter(|p| p == scope || p.starts_with(&below)),
         );
     }

@@ -38,8 +38,8 @@ pub struct LogObject {
     pub(super) at: At,
 }
 
-/// Reads an object's bytes when asked; blocking (it may wait on a store).
-pub type LoadObject = Arc<dyn Fn() -> Result<Arc<Vec<u8>>, WsError> + Send + Sync>;
+/// Reads an object when asked, bytes and put time; blocking (it may wait on a store).
+pub type LoadObject = Arc<dyn Fn() -> Result<LogObject, WsError> + Send + Sync>;
 
 #[derive(Clone)]
 pub(super) enum At {
@@ -70,9 +70,9 @@ impl LogObject {
         }
     }
 
-    /// An object whose bytes `load` reads when asked, of a size and put time not known before
-    /// (both 0): a listing of a shared store's objects hands these out so that only the objects
-    /// a caller reads are fetched, one at a time.
+    /// An object `load` reads when asked, of a size and put time not known before (both 0; see
+    /// [`LogObject::loaded`]): a listing of a shared store's objects hands these out so that only
+    /// the objects a caller reads are fetched, each when it is read.
     pub fn later(path: String, load: LoadObject) -> LogObject {
         LogObject {
             path,
@@ -82,12 +82,21 @@ impl LogObject {
         }
     }
 
+    /// The object with its size and put time known: a listed one read from its store
+    /// (blocking), any other as it is.
+    pub fn loaded(&self) -> Result<LogObject, WsError> {
+        match &self.at {
+            At::Later(load) => load(),
+            _ => Ok(self.clone()),
+        }
+    }
+
     /// The object's bytes. Blocking: a checkpointed object is read from its pack, a listed one
     /// from its store.
     pub fn read(&self) -> Result<Arc<Vec<u8>>, WsError> {
         match &self.at {
             At::Memory(bytes) => Ok(Arc::clone(bytes)),
-            At::Later(load) => load(),
+            At::Later(load) => load()?.read(),
             At::Pack(journal, loc) => journal
                 .files
                 .read_object(&journal.key, &self.path, loc)
