@@ -32,6 +32,12 @@ impl Drop for CreationLease {
     }
 }
 
+/// How often a lease of `ttl_ms` is renewed: every third of its TTL, so two renewals can fail
+/// before it lapses.
+fn renewal_interval(ttl_ms: u64) -> Duration {
+    Duration::from_millis((ttl_ms / 3).max(1))
+}
+
 /// Whether a lease refusal means another holder has the run (as opposed to a workspace that
 /// could not be reached, which a later renewal retries).
 fn lost(e: &PortError) -> bool {
@@ -81,7 +87,7 @@ impl Runtime {
             return CreationLease(None);
         };
         let ttl = self.cfg.cluster.lease_ttl_ms;
-        let every = Duration::from_millis((ttl / 3).max(1));
+        let every = renewal_interval(ttl);
         let scope = RunScope {
             run_id: run.to_owned(),
             cell_id: cell.to_owned(),
@@ -110,7 +116,7 @@ impl Runtime {
         }
         let Some(rt) = self.arc() else { return };
         let ttl = self.cfg.cluster.lease_ttl_ms;
-        let every = Duration::from_millis((ttl / 3).max(1));
+        let every = renewal_interval(ttl);
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;

@@ -4,9 +4,10 @@
 //! another on the next call. A request whose repetition changes nothing — a read, a lease call,
 //! a journal append (a byte-identical retry of committed records is accepted), the run's create,
 //! open, close, promote and finish, an audit object put with identical bytes allowed — is sent
-//! again when it was lost so (`convert::peers::lost`), with exponential backoff and jitter, for at most [`ATTEMPTS`] more
-//! attempts (about 6 s). Requests that are not safe to repeat (a tool call, a commit that appends)
-//! are never sent here: their outcome stays unknown and is reported as such.
+//! again when it was lost so (`convert::peers::lost`), with exponential backoff and jitter, for
+//! at most [`ATTEMPTS`] more attempts (about 6 s). Requests that are not safe to repeat (a tool
+//! call, a commit that appends) are never sent here: their outcome stays unknown and is reported
+//! as such.
 
 use std::future::Future;
 use std::time::Duration;
